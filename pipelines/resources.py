@@ -1,0 +1,65 @@
+"""Resources: the settings of one build, shared by the UI (``dagster dev``) and the CLI.
+
+Each step reads its own resource; the CLI builds the same resources from its options, so both
+entry points write identical artifacts. Defaults come from the environment where that is natural.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from suber_data import settings
+
+
+class StorageResource(dg.ConfigurableResource):
+    """Where the dataset is written: ``<data_dir>/<domain>/<release>/``."""
+
+    data_dir: str = os.environ.get("SUBER_DATA_DIR", "data")
+    domain: str = "movies"
+    release: str = "ml-latest-small"
+
+    def dataset_dir(self) -> Path:
+        return settings.dataset_dir(self.domain, self.release, self.data_dir)
+
+
+class TMDBResource(dg.ConfigurableResource):
+    """TMDB enrichment. Credentials are read from the environment at run time, never stored here."""
+
+    enabled: bool = True
+    base_url: str = os.environ.get("TMDB_BASE_URL", "https://api.themoviedb.org/3")
+    rate_limit: float = 40.0  # requests per second
+    concurrency: int = 16
+    language: str = "en-US"
+
+
+class UsersResource(dg.ConfigurableResource):
+    """Synthetic population settings (issue: users)."""
+
+    count: int = 600  # SUBER's population size
+    seed: int = 42
+    profile: str = "census"  # "census" or "suber"
+    suber_lists: str | None = None  # folder holding SUBER's list CSVs, instead of fetching them
+
+
+class LLMResource(dg.ConfigurableResource):
+    """User-description generation settings (issue: descriptions)."""
+
+    backend: str = "smollm2"  # transformers, openai, smollm2 (offline), template (no LLM)
+    model: str | None = None
+    base_url: str | None = None  # openai backend; its key comes from OPENAI_API_KEY
+    batch_size: int = 16
+    max_attempts: int = 3
+    temperature: float = 0.7
+    max_tokens: int = 300
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """Sentence-embedding settings (issue: embeddings)."""
+
+    model: str = "sentence-transformers/sentence-t5-base"
+    recipe: str = "overview"  # "overview" (SUBER) or "title_genres_overview"
+    batch_size: int | None = None  # None: chosen from the device
+    device: str | None = None  # None: cuda if available, else cpu

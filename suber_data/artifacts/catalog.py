@@ -1,0 +1,44 @@
+"""``catalog.duckdb``: one table per Parquet file of the dataset, embeddings as ``FLOAT[d]`` arrays.
+
+Tables, not views, so the catalog stays valid when the folder moves. It is rebuilt into a
+temporary file and renamed, so a reader never sees half a catalog.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from suber_data.artifacts.io import atomic_path
+
+CATALOG = "catalog.duckdb"
+
+
+def _select_list(path: Path) -> str:
+    parts = []
+    for field in pq.read_schema(path):
+        name = f'"{field.name}"'
+        if pa.types.is_fixed_size_list(field.type) and pa.types.is_floating(field.type.value_type):
+            parts.append(f"{name}::FLOAT[{field.type.list_size}] AS {name}")
+        else:
+            parts.append(name)
+    return ", ".join(parts)
+
+
+def build_catalog(dataset_dir: str | Path) -> dict[str, int]:
+    """(Re)build ``catalog.duckdb`` over every ``*.parquet`` in ``dataset_dir``; returns rows per table."""
+    dataset_dir = Path(dataset_dir)
+    counts: dict[str, int] = {}
+    with atomic_path(dataset_dir / CATALOG) as tmp:
+        tmp.unlink()  # DuckDB wants to create the file itself
+        with duckdb.connect(str(tmp)) as con:
+            for path in sorted(dataset_dir.glob("*.parquet")):
+                table = path.stem
+                con.execute(
+                    f'CREATE TABLE "{table}" AS SELECT {_select_list(path)} FROM read_parquet(?)', [str(path)]
+                )
+                counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+    return counts

@@ -1,0 +1,60 @@
+"""Atomic writes: a file appears whole or not at all (temporary file in the same folder, then rename)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from suber_data.errors import InputError
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; rename it over ``target`` only if the block succeeds."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def write_json(target: str | os.PathLike, data: Any) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+
+
+def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
+    """Select and cast ``table`` to ``schema``; a missing column or a null in a required one is an error."""
+    missing = [f.name for f in schema if f.name not in table.column_names]
+    if missing:
+        raise InputError(f"{name}: missing column(s) {missing}; the schema needs {schema.names}")
+    columns = []
+    for field in schema:
+        column = table.column(field.name)
+        if not field.nullable and column.null_count:
+            raise InputError(f"{name}: column '{field.name}' has {column.null_count} null value(s) but is required")
+        columns.append(column.cast(field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def write_parquet(table: pa.Table, target: str | os.PathLike, schema: pa.Schema | None = None) -> Path:
+    """Write ``table`` (conformed to ``schema`` when given) as zstd Parquet, atomically."""
+    target = Path(target)
+    if schema is not None:
+        table = conform(table, schema, target.name)
+    with atomic_path(target) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    return target
