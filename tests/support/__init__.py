@@ -1,0 +1,1 @@
+"""Test support: loopback servers speaking real protocols (TMDB's API, static files with Range)."""
