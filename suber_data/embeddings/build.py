@@ -1,0 +1,258 @@
+"""Build ``item_embeddings.parquet`` and ``user_embeddings.parquet``, embedding only what the cache lacks.
+
+Each row's text (from its recipe) is hashed; identical texts collapse to one; the cache of the
+model's (id, revision) supplies every vector it has; only the remaining distinct texts go through
+the model, in batches, and join the cache. The output keeps the dataset's row order, one unit
+vector per id, with the text hash beside it so that a reader can tell which text it encodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from suber_data.artifacts.io import write_parquet
+from suber_data.artifacts.manifest import fingerprint, record_step, step_is_current
+from suber_data.artifacts.schemas import embedding_schema
+from suber_data.embeddings.cache import VectorCache, text_hashes, vectors_to_arrow
+from suber_data.embeddings.models import Embedder
+from suber_data.embeddings.recipes import item_texts, user_texts
+from suber_data.errors import InputError
+
+ITEM_EMBEDDINGS = "item_embeddings.parquet"
+USER_EMBEDDINGS = "user_embeddings.parquet"
+
+
+@dataclass
+class EmbeddingResult:
+    """What one build did: ``embedded`` distinct texts went through the model, ``reused`` rows did not."""
+
+    path: Path
+    total: int  # rows (items or users) with a vector
+    unique_texts: int  # distinct texts among them
+    embedded: int  # distinct texts encoded by the model in this build
+    reused: int  # rows whose vector came from the cache or from an identical text (total - embedded)
+    dimension: int
+    seconds: float
+    up_to_date: bool  # nothing changed since the last build: the file was left as it was
+    model: dict[str, Any]
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "unique_texts": self.unique_texts,
+            "embedded": self.embedded,
+            "reused": self.reused,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["path"] = str(self.path)
+        return out
+
+
+def embed_texts(
+    texts: pa.ChunkedArray | pa.Array,
+    embedder: Embedder,
+    cache: VectorCache | None = None,
+    hashes: pa.Array | None = None,
+) -> tuple[np.ndarray, pa.Array, dict[str, int]]:
+    """``(vectors, hashes, counts)`` for ``texts``; encodes each distinct uncached text once."""
+    if cache is None:
+        cache = VectorCache(embedder.model_id, embedder.revision)
+    if hashes is None:
+        hashes = text_hashes(texts)
+    distinct = pc.unique(hashes)
+    first_row = pc.index_in(distinct, value_set=hashes).to_numpy()  # a row holding each distinct text
+    row_to_distinct = pc.index_in(hashes, value_set=distinct).to_numpy()
+    found, cached = cache.lookup(distinct)
+    missing = np.flatnonzero(~found)
+    new_vectors = None
+    if len(missing):
+        batch = pc.take(texts, pa.array(first_row[missing])).to_pylist()
+        new_vectors = embedder.encode(batch)
+        cache.add(pc.take(distinct, pa.array(missing)), new_vectors, info=embedder.describe())
+    if cached is not None:
+        dim = cached.shape[1]
+    elif new_vectors is not None:
+        dim = new_vectors.shape[1]
+    else:  # no texts at all
+        dim = embedder.dimension
+    table = np.empty((len(distinct), dim), dtype=np.float32)
+    if cached is not None:
+        table[found] = cached
+    if new_vectors is not None:
+        table[missing] = new_vectors
+    vectors = table[row_to_distinct]
+    counts = {
+        "total": len(hashes),
+        "unique_texts": len(distinct),
+        "embedded": int(len(missing)),
+        "reused": len(hashes) - int(len(missing)),
+    }
+    return vectors, hashes, counts
+
+
+def _read(path: Path, columns: list[str] | None, fix: str) -> pa.Table:
+    if not path.exists():
+        raise InputError(f"{path}: not found; {fix}")
+    schema = pq.read_schema(path)
+    missing = [c for c in columns or [] if c not in schema.names]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {missing}; {fix}")
+    present = None if columns is None else [c for c in columns if c in schema.names]
+    return pq.read_table(path, columns=present)
+
+
+def _check_ids(ids: pa.ChunkedArray, path: Path, id_column: str) -> None:
+    if ids.null_count:
+        raise InputError(f"{path}: column '{id_column}' has {ids.null_count} null(s); every row needs an id")
+    distinct = pc.count_distinct(ids).as_py()
+    if distinct != len(ids):
+        raise InputError(
+            f"{path}: column '{id_column}' has {len(ids) - distinct} duplicate id(s); the embeddings need one row "
+            f"per {id_column}, so deduplicate the input (rebuild it)"
+        )
+
+
+def _model_info(embedder: Embedder, cache: VectorCache, dim: int) -> dict[str, Any]:
+    if embedder.loaded:
+        return embedder.describe()
+    meta = cache.meta()  # recorded when the first vectors were cached: no need to load the model
+    return {
+        "id": embedder.model_id,
+        "revision": embedder.revision,
+        "dimension": dim,
+        "normalisation": meta.get("normalisation", "l2"),
+        "library": "sentence-transformers",
+    }
+
+
+def _build(
+    dataset_dir: Path,
+    step: str,
+    out_name: str,
+    id_column: str,
+    ids: pa.ChunkedArray,
+    texts: pa.ChunkedArray,
+    recipe: str,
+    embedder: Embedder,
+    cache_root: str | Path | None,
+    force: bool,
+) -> EmbeddingResult:
+    start = time.perf_counter()
+    cache = VectorCache(embedder.model_id, embedder.revision, root=cache_root)
+    out = dataset_dir / out_name
+    hashes = text_hashes(texts)
+    fp = fingerprint(step, embedder.model_id, embedder.revision, recipe, _digest(ids, hashes))
+    if not force and step_is_current(dataset_dir, step, fp):
+        meta = pq.read_metadata(out)
+        dim = pq.read_schema(out).field("embedding").type.list_size
+        return EmbeddingResult(
+            out,
+            meta.num_rows,
+            len(pc.unique(hashes)),
+            0,
+            meta.num_rows,
+            dim,
+            time.perf_counter() - start,
+            True,
+            _model_info(embedder, cache, dim),
+        )
+    vectors, hashes, counts = embed_texts(texts, embedder, cache, hashes=hashes)
+    dim = int(vectors.shape[1])
+    if not np.isfinite(vectors).all():
+        raise InputError(f"{out}: the model '{embedder.model_id}' produced NaN or infinite vectors; check the model")
+    table = pa.table({id_column: ids, "embedding": vectors_to_arrow(vectors), "text_hash": hashes})
+    write_parquet(table, out, embedding_schema(id_column, dim))
+    model = _model_info(embedder, cache, dim)
+    record_step(
+        dataset_dir,
+        step,
+        fingerprint=fp,
+        settings={"model": embedder.model_id, "recipe": recipe},
+        tables=[out_name],
+        counts=counts,
+        models={"embedding": model},
+        extra={"recipe": recipe, "dimension": dim, "normalisation": model.get("normalisation")},
+    )
+    return EmbeddingResult(
+        out, dimension=dim, seconds=time.perf_counter() - start, up_to_date=False, model=model, **counts
+    )
+
+
+def _digest(ids: pa.ChunkedArray, hashes: pa.Array) -> str:
+    """A digest of (id, text hash) pairs in row order: changes when any row's text or id changes."""
+    digest = hashlib.sha256(np.ascontiguousarray(ids.to_numpy(), dtype=np.int64).tobytes())
+    for buffer in hashes.buffers():
+        if buffer is not None:
+            digest.update(memoryview(buffer))
+    return digest.hexdigest()[:16]
+
+
+def build_item_embeddings(
+    dataset_dir: str | Path,
+    embedder: Embedder,
+    recipe: str = "overview",
+    cache_root: str | Path | None = None,
+    force: bool = False,
+) -> EmbeddingResult:
+    """Embed every row of ``items.parquet`` into ``item_embeddings.parquet`` (item order kept)."""
+    dataset_dir = Path(dataset_dir)
+    path = dataset_dir / "items.parquet"
+    fix = "build the items first (suber-data build movies --only items)"
+    schema_names = pq.read_schema(path).names if path.exists() else []
+    wanted = ["item_id", "title"] + [c for c in ("overview", "description", "genres") if c in schema_names]
+    items = _read(path, wanted if path.exists() else ["item_id"], fix)
+    _check_ids(items.column("item_id"), path, "item_id")
+    texts = item_texts(items, recipe, where=str(path))
+    return _build(
+        dataset_dir,
+        "item_embeddings",
+        ITEM_EMBEDDINGS,
+        "item_id",
+        items.column("item_id"),
+        texts,
+        recipe,
+        embedder,
+        cache_root,
+        force,
+    )
+
+
+def build_user_embeddings(
+    dataset_dir: str | Path,
+    embedder: Embedder,
+    recipe: str = "description",
+    cache_root: str | Path | None = None,
+    force: bool = False,
+) -> EmbeddingResult:
+    """Embed every description of ``user_descriptions.parquet`` into ``user_embeddings.parquet``."""
+    dataset_dir = Path(dataset_dir)
+    path = dataset_dir / "user_descriptions.parquet"
+    descriptions = _read(path, ["user_id", "description"], "generate the descriptions first (--only descriptions)")
+    _check_ids(descriptions.column("user_id"), path, "user_id")
+    users = None
+    if recipe == "named_description":
+        users = _read(dataset_dir / "users.parquet", ["user_id", "first_name", "age"], "build the users first")
+    texts = user_texts(descriptions, recipe, users, where=str(path))
+    return _build(
+        dataset_dir,
+        "user_embeddings",
+        USER_EMBEDDINGS,
+        "user_id",
+        descriptions.column("user_id"),
+        texts,
+        recipe,
+        embedder,
+        cache_root,
+        force,
+    )
