@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support import make_sample_release
 from tests.support.file_server import FileServer
+from tests.support.make_sample_release import SHARED_ZIP
 from tests.support.tmdb_server import DEFAULT_API_KEY, DEFAULT_BEARER_TOKEN, TMDBServer, records_available
 
 RECORD = {
@@ -159,3 +162,31 @@ def test_file_server_range_faults_and_counters(tmp_path: Path) -> None:
 
         assert fs.range_headers[1] == "bytes=100-199" and fs.range_headers[0] is None
         assert fs.requests == len(fs.log) and fs.requests_by_path["blob.zip"] >= 10
+
+
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "assets" / "sample_release"
+
+
+def test_sample_release_files_are_the_servers_answers() -> None:
+    files = sorted((SAMPLE_DIR / "tmdb").glob("*.json"))
+    assert len(files) == 42
+    with TMDBServer.from_sample_release(SAMPLE_DIR) as tmdb, httpx.Client(base_url=tmdb.base_url, params=KEY) as c:
+        for path in files:
+            r = c.get(f"/movie/{path.stem}", params={"append_to_response": "credits", "language": "en-US"})
+            assert r.status_code == 200 and r.content == path.read_bytes(), path.name
+        assert c.get("/movie/282070").status_code == 404  # in links.csv, deliberately not on TMDB
+    with zipfile.ZipFile(SAMPLE_DIR / "ml-sample.zip") as zf:
+        names = zf.namelist()
+        assert names == [
+            f"ml-sample/{n}" for n in ("", "movies.csv", "links.csv", "ratings.csv", "tags.csv", "README.txt")
+        ]
+        links = zf.read("ml-sample/links.csv").decode().splitlines()
+        assert links[0] == "movieId,imdbId,tmdbId" and len(links) == 45
+        on_tmdb = {int(line.split(",")[2]) for line in links[1:]} & {int(p.stem) for p in files}
+        assert len(on_tmdb) == 42
+        assert zf.read("ml-sample/ratings.csv").count(b"\r\n") == 3556
+
+
+@pytest.mark.skipif(not SHARED_ZIP.is_file() or not records_available(), reason="../shared/data is absent")
+def test_sample_release_is_reproducible() -> None:
+    assert make_sample_release.main(["--check"]) == 0

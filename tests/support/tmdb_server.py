@@ -169,6 +169,19 @@ def movie_payload(record: Mapping[str, Any], *, credits: bool = True) -> dict:
     return out
 
 
+def payload_to_record(payload: Mapping[str, Any]) -> dict:
+    """The inverse of ``movie_payload``: a record (details, ``actors``, ``director``) from a TMDB answer."""
+    record = {name: payload.get(name) for name in DETAIL_FIELDS}
+    credits = payload.get("credits") or {}
+    record["actors"] = [
+        {k: a.get(k) for k in ("gender", "id", "name", "popularity", "character")} for a in credits.get("cast", [])
+    ]
+    directors = [p["name"] for p in credits.get("crew", []) if p.get("job") == "Director"]
+    if directors:
+        record["director"] = directors[0]
+    return record
+
+
 def render(payload: Any) -> bytes:
     """The bytes the server sends for a JSON payload (compact UTF-8, as TMDB does)."""
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -225,6 +238,18 @@ class TMDBServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.reset_counters()
+
+    @classmethod
+    def from_sample_release(cls, folder: str | Path, **kwargs: Any) -> TMDBServer:
+        """A server answering with the movies of a sample release's ``tmdb/<id>.json`` files (same bytes).
+
+        ``folder`` is the release folder (``assets/sample_release``) or its ``tmdb/`` folder.
+        """
+        folder = Path(folder)
+        if (folder / "tmdb").is_dir():
+            folder = folder / "tmdb"
+        payloads = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+        return cls({int(p["id"]): payload_to_record(p) for p in payloads}, **kwargs)
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> TMDBServer:
