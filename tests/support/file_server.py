@@ -165,6 +165,7 @@ def _corrupt(data: bytes) -> bytes:
 class _FileHandler(BaseHTTPRequestHandler):
     srv: FileServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stalls
     server_version = "file-test-server/1.0"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature

@@ -393,6 +393,7 @@ class _QuietServer(ThreadingHTTPServer):
 class _TMDBHandler(BaseHTTPRequestHandler):
     api: TMDBServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stalls
     server_version = "tmdb-test-server/1.0"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
