@@ -37,8 +37,6 @@ def build_catalog(dataset_dir: str | Path) -> dict[str, int]:
         with duckdb.connect(str(tmp)) as con:
             for path in sorted(dataset_dir.glob("*.parquet")):
                 table = path.stem
-                con.execute(
-                    f'CREATE TABLE "{table}" AS SELECT {_select_list(path)} FROM read_parquet(?)', [str(path)]
-                )
+                con.execute(f'CREATE TABLE "{table}" AS SELECT {_select_list(path)} FROM read_parquet(?)', [str(path)])
                 counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
     return counts

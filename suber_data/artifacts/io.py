@@ -58,3 +58,15 @@ def write_parquet(table: pa.Table, target: str | os.PathLike, schema: pa.Schema 
     with atomic_path(target) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return target
+
+
+def schema_problems(path: str | os.PathLike, schema: pa.Schema) -> list[str]:
+    """What differs between a Parquet file and the published schema (names and types; nullability aside)."""
+    actual = pq.read_schema(path)
+    problems = []
+    for field in schema:
+        if field.name not in actual.names:
+            problems.append(f"missing column '{field.name}'")
+        elif not actual.field(field.name).type.equals(field.type):
+            problems.append(f"column '{field.name}' is {actual.field(field.name).type}, expected {field.type}")
+    return problems

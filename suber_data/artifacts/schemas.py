@@ -40,7 +40,7 @@ RATINGS = pa.schema(
         pa.field("user_id", pa.int32(), nullable=False),  # the source's user id (MovieLens userId)
         pa.field("item_id", pa.int32(), nullable=False),
         pa.field("rating", pa.float32(), nullable=False),
-        pa.field("timestamp", pa.timestamp("s", tz="UTC"), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),  # DuckDB's native TIMESTAMPTZ
     ]
 )
 

@@ -37,9 +37,7 @@ def extract_zip(archive: str | os.PathLike, target: str | os.PathLike) -> Path:
         try:
             zf = zipfile.ZipFile(archive)
         except (zipfile.BadZipFile, OSError) as exc:
-            raise SourceError(
-                f"{archive}: not a readable zip archive ({exc}); delete it and download again"
-            ) from exc
+            raise SourceError(f"{archive}: not a readable zip archive ({exc}); delete it and download again") from exc
         with zf:
             root = staging.resolve()
             for info in zf.infolist():

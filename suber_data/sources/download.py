@@ -20,7 +20,7 @@ import httpx
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from suber_data import settings
-from suber_data.artifacts.io import atomic_path, write_json
+from suber_data.artifacts.io import write_json
 from suber_data.errors import ChecksumError, SourceError
 from suber_data.sources.registry import Release, get_release
 
@@ -182,13 +182,15 @@ def fetch(release: Release | str, *, progress: bool | None = None, client: httpx
                 if not src.exists():
                     errors.append(f"{src}: not found")
                     continue
-                with atomic_path(part) as tmp:
+                tmp = part.with_name(part.name + ".copy")
+                try:
                     shutil.copyfile(src, tmp)
-                    try:
-                        return _store(release, tmp, str(src))
-                    except ChecksumError as exc:
-                        errors.append(str(exc))
-                        continue
+                    return _store(release, tmp, str(src))
+                except ChecksumError as exc:
+                    errors.append(str(exc))
+                    continue
+                finally:
+                    tmp.unlink(missing_ok=True)
             if offline:
                 continue
             for attempt in range(2):  # a checksum mismatch gets one fresh retry

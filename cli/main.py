@@ -1,0 +1,189 @@
+"""The ``suber-data`` command: builds selections of the same Dagster asset graph that ``dagster dev`` shows."""
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from suber_data import __version__, settings
+from suber_data.errors import SuberDataError
+
+app = typer.Typer(
+    name="suber-data",
+    help="Build datasets for LLM-based recommender-system simulation (items, users, descriptions, embeddings).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+build_app = typer.Typer(help="Build a dataset.", no_args_is_help=True)
+app.add_typer(build_app, name="build")
+console = Console(stderr=True)
+out = Console()
+
+
+class Only(StrEnum):
+    items = "items"
+    users = "users"
+    descriptions = "descriptions"
+    embeddings = "embeddings"
+
+
+class Profile(StrEnum):
+    census = "census"
+    suber = "suber"
+
+
+def fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    raise typer.Exit(1)
+
+
+@app.callback(invoke_without_command=True)
+def _root(version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False) -> None:
+    if version:
+        out.print(__version__)
+        raise typer.Exit()
+
+
+@build_app.command("movies")
+def build_movies(
+    release: Annotated[str, typer.Option(help="MovieLens release (see `suber-data sources`); 'sample' is offline.")] = (
+        "ml-latest-small"
+    ),
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Root of built datasets [env SUBER_DATA_DIR, default ./data].")
+    ] = None,
+    no_tmdb: Annotated[bool, typer.Option("--no-tmdb", help="Skip TMDB: a MovieLens-only item table.")] = False,
+    tmdb_rate: Annotated[float, typer.Option(help="TMDB requests per second.")] = 40.0,
+    only: Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")] = None,
+    users: Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of every sampled and generated artifact.")] = 42,
+    profile: Annotated[Profile, typer.Option(help="census (default) or suber (SUBER-exact sampling).")] = (
+        Profile.census
+    ),
+    suber_lists: Annotated[
+        Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")
+    ] = None,
+    llm: Annotated[
+        str | None, typer.Option(help="Write user descriptions with: transformers, openai, smollm2, template.")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")] = None,
+    llm_base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    embedding_model: Annotated[
+        str | None,
+        typer.Option(
+            help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."
+        ),
+    ] = None,
+) -> None:
+    """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
+    from cli.run import BuildOptions, run_build
+
+    options = BuildOptions(
+        domain="movies",
+        release=release,
+        data_dir=str(settings.data_dir(data_dir)),
+        tmdb=not no_tmdb,
+        tmdb_rate=tmdb_rate,
+        only=only.value if only else None,
+        users=users,
+        seed=seed,
+        profile=profile.value,
+        suber_lists=str(suber_lists) if suber_lists else None,
+        llm=llm,
+        model=model,
+        llm_base_url=llm_base_url,
+        embedding_model=embedding_model,
+    )
+    try:
+        run_build(options, console=console, out=out)
+    except SuberDataError as exc:
+        fail(str(exc))
+
+
+@app.command("sources")
+def sources() -> None:
+    """Known releases: size, checksum and whether they are in the cache."""
+    from suber_data.sources import REGISTRY, cached_path
+
+    _load_all_sources()
+    table = Table(title=f"Known releases (cache: {settings.cache_dir()})")
+    for column in ("name", "family", "size", "checksum", "cached", "description"):
+        table.add_column(column)
+    for name, release in sorted(REGISTRY.items()):
+        size = f"{release.size:,}" if release.size else "?"
+        checksum = "sha256" if release.sha256 else ("md5" if release.md5 else "unpinned")
+        cached = "yes" if cached_path(release) else "no"
+        table.add_row(name, release.family, size, checksum, cached, release.description)
+    out.print(table)
+
+
+@app.command("info")
+def info(path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/movies/ml-latest-small.")]) -> None:
+    """What a dataset holds, from its manifest."""
+    from suber_data.artifacts import read_manifest
+
+    try:
+        manifest = read_manifest(path)
+    except SuberDataError as exc:
+        fail(str(exc))
+    if not manifest:
+        fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies`")
+    out.print(
+        f"[bold]{path}[/]  {manifest.get('domain', '?')}/{manifest.get('release', '?')}  "
+        f"schema v{manifest.get('schema_version')}  tool {manifest.get('tool', {}).get('version')}  "
+        f"updated {manifest.get('updated_at')}"
+    )
+    tables = Table(title="tables")
+    for column in ("file", "rows", "bytes", "step"):
+        tables.add_column(column)
+    for name, entry in manifest.get("tables", {}).items():
+        tables.add_row(name, f"{entry['rows']:,}", f"{entry['bytes']:,}", entry.get("step", ""))
+    out.print(tables)
+    steps = Table(title="steps")
+    for column in ("step", "built at", "counts", "settings"):
+        steps.add_column(column)
+    for name, section in manifest.get("steps", {}).items():
+        steps.add_row(
+            name, section.get("built_at", ""), _compact(section.get("counts")), _compact(section.get("settings"))
+        )
+    out.print(steps)
+    if manifest.get("sources"):
+        src = Table(title="sources")
+        for column in ("file", "url", "size", "sha256"):
+            src.add_column(column)
+        for name, entry in manifest["sources"].items():
+            src.add_row(name, entry.get("url", ""), f"{entry.get('size') or '?'}", (entry.get("sha256") or "")[:16])
+        out.print(src)
+
+
+def _compact(value) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str) if value else ""
+
+
+def _load_all_sources() -> None:
+    """Import the modules that register releases, so `sources` lists them all."""
+    import importlib
+
+    for module in ("suber_data.movies.corpus", "suber_data.users.sources"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""The DuckDB catalog over whatever Parquet files the dataset holds; it runs after every other step."""
+
+import dagster as dg
+
+from pipelines.resources import StorageResource
+from suber_data.movies import corpus
+
+
+def catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
+    @dg.asset(name="catalog", group_name="catalog", deps=upstream, description="catalog.duckdb over the Parquet files")
+    def catalog(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
+        result = corpus.build_dataset_catalog(storage.dataset_dir())
+        context.log.info(result.message)
+        return dg.MaterializeResult(
+            metadata={"up_to_date": result.skipped, **{f"rows_{k}": v for k, v in result.counts.items()}}
+        )
+
+    return catalog

@@ -1,0 +1,51 @@
+"""The project's Dagster definitions; `dagster dev` in the repository root loads them (pyproject [tool.dagster])."""
+
+from __future__ import annotations
+
+import importlib
+
+import dagster as dg
+
+from pipelines import movies
+from pipelines.catalog import catalog_asset
+from pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
+
+STEP_MODULES = ["pipelines.users", "pipelines.descriptions", "pipelines.embeddings"]
+
+
+def _step_modules() -> list:
+    found = [movies]
+    for name in STEP_MODULES:
+        try:
+            found.append(importlib.import_module(name))
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+    return found
+
+
+def build_assets() -> tuple[list, list]:
+    modules = _step_modules()
+    step_assets = [a for m in modules for a in m.assets]
+    checks = [c for m in modules for c in m.checks]
+    upstream = [key for a in step_assets for key in a.keys]
+    return [*step_assets, catalog_asset(upstream)], checks
+
+
+def default_resources() -> dict[str, dg.ConfigurableResource]:
+    return {
+        "storage": StorageResource(),
+        "tmdb": TMDBResource(),
+        "users": UsersResource(),
+        "llm": LLMResource(),
+        "embedder": EmbedderResource(),
+    }
+
+
+ASSETS, CHECKS = build_assets()
+
+build_movies_job = dg.define_asset_job(
+    "build_movies", selection=dg.AssetSelection.all(), description="Build everything"
+)
+
+defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, resources=default_resources(), jobs=[build_movies_job])

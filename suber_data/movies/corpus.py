@@ -1,0 +1,275 @@
+"""The movie corpus, step by step: MovieLens release -> TMDB details -> items -> ratings -> catalog.
+
+Intermediate tables (parsed MovieLens, TMDB details) live in the cache under ``work/<step>/<fingerprint>``;
+only finished artifacts enter the dataset folder, so a failed build never leaves half a dataset. Every
+step has a fingerprint of its inputs: when it matches what was built, the step does no work and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from suber_data import settings
+from suber_data.artifacts import build_catalog, fingerprint, read_manifest, record_step, step_is_current, write_json
+from suber_data.artifacts.io import write_parquet
+from suber_data.artifacts.schemas import MOVIE_ITEMS, SCHEMA_VERSION
+from suber_data.errors import InputError
+from suber_data.movies import movielens
+from suber_data.movies.tmdb import TMDBClient, parse_answer
+from suber_data.resources import asset_path
+from suber_data.sources import Release, extract_zip, fetch, get_release, register
+
+SAMPLE = register(
+    Release(
+        "sample",
+        "asset:sample_release/ml-sample.zip",
+        "movielens",
+        sha256="b142c240cc5f5c23c554775f9d962c8862ca37b0490668e571252df328324536",
+        size=98_293,
+        description="Packaged offline sample: a few dozen real movies in MovieLens and TMDB formats",
+        meta={"tmdb_snapshot": "sample_release/tmdb"},
+    )
+)
+
+
+@dataclass
+class StepResult:
+    step: str
+    fingerprint: str
+    skipped: bool
+    counts: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def message(self) -> str:
+        if self.skipped:
+            return f"{self.step}: up to date, nothing to do"
+        shown = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in self.counts.items())
+        return f"{self.step}: {shown}"
+
+
+def _work_dir(step: str, fp: str) -> Path:
+    return settings.cache_dir() / "work" / step / fp
+
+
+def _done(work: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((work / "done.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+# -- 1. the MovieLens release ---------------------------------------------------------------------------
+def movielens_fingerprint(release: Release) -> str:
+    return fingerprint("movielens", SCHEMA_VERSION, release.url, release.sha256 or release.md5)
+
+
+def build_movielens(release_name: str, *, progress: bool | None = None) -> StepResult:
+    """Fetch, verify, extract and parse a MovieLens release into the work area."""
+    release = get_release(release_name)
+    fp = movielens_fingerprint(release)
+    work = _work_dir("movielens", fp)
+    if (done := _done(work)) is not None:
+        return StepResult("movielens", fp, True, done["counts"], work)
+    archive = fetch(release, progress=progress)
+    extracted = settings.cache_dir() / "extracted" / f"{release.name}-{fp}"
+    if not extracted.exists():
+        extract_zip(archive, extracted)
+    counts = movielens.ingest(extracted, work)
+    from suber_data.artifacts.manifest import sha256_file
+
+    source = {release.filename: {**release.describe(), "size": archive.stat().st_size, "sha256": sha256_file(archive)}}
+    write_json(work / "done.json", {"counts": counts, "source": source, "release": release.name})
+    return StepResult("movielens", fp, False, counts, work)
+
+
+# -- 2. TMDB details --------------------------------------------------------------------------------------
+def build_tmdb(
+    movielens_result: StepResult, release_name: str, client: TMDBClient | None, *, progress: bool | None = None
+) -> StepResult:
+    """Fetch (or read from cache) TMDB details of every linked movie; ``client=None`` means --no-tmdb."""
+    release = get_release(release_name)
+    enabled = client is not None
+    language = client.language if client else None
+    fp = fingerprint("tmdb", SCHEMA_VERSION, movielens_result.fingerprint, enabled, language)
+    work = _work_dir("tmdb", fp)
+    if (done := _done(work)) is not None:
+        return StepResult("tmdb", fp, True, done["counts"], work)
+    links_path = movielens_result.path / "ml_links.parquet"
+    ids: list[int] = []
+    if enabled and links_path.exists():
+        ids = [
+            r[0]
+            for r in duckdb.sql(
+                f"SELECT DISTINCT tmdb_id FROM read_parquet('{links_path}') WHERE tmdb_id IS NOT NULL ORDER BY 1"
+            ).fetchall()
+        ]
+    counts: dict[str, Any] = {"linked": len(ids)}
+    rows: list[dict[str, Any]] = []
+    if enabled and ids:
+        if snapshot := release.meta.get("tmdb_snapshot"):
+            client.seed_from_snapshot(asset_path(snapshot), ids)
+        answers, stats = client.fetch(ids, progress=progress)
+        rows = [parse_answer(i, a) for i, a in answers.items()]
+        counts |= {"from_cache": stats.cached, "fetched": stats.fetched, "not_on_tmdb": stats.not_found}
+        counts |= {"http_requests": stats.http_requests, "retries": stats.retries}
+    write_parquet(_details_table(rows), work / "tmdb_details.parquet")
+    write_json(work / "done.json", {"counts": counts, "enabled": enabled})
+    return StepResult("tmdb", fp, False, counts, work)
+
+
+_DETAILS = pa.schema(
+    [
+        ("tmdb_id", pa.int32()),
+        ("status", pa.string()),
+        ("tmdb_title", pa.string()),
+        ("tmdb_imdb_id", pa.string()),
+        ("release_date", pa.string()),
+        ("overview", pa.string()),
+        ("tmdb_genres", pa.list_(pa.string())),
+        ("actors", MOVIE_ITEMS.field("actors").type),
+        ("director", pa.string()),
+        ("vote_average", pa.float64()),
+        ("vote_count", pa.int64()),
+        ("popularity", pa.float64()),
+        ("runtime", pa.int64()),
+        ("original_language", pa.string()),
+    ]
+)
+
+
+def _details_table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=_DETAILS)
+
+
+# -- 3. items ---------------------------------------------------------------------------------------------
+_ITEMS_SQL = """
+WITH stats AS (
+    SELECT movielens_id, count(*)::INTEGER AS n, avg(rating)::FLOAT AS mean FROM read_parquet('{ratings}') GROUP BY 1
+), joined AS (
+    SELECT m.movielens_id, l.tmdb_id, l.imdb_id AS ml_imdb_id, m.title AS ml_title, m.year AS ml_year,
+           m.genres AS ml_genres, t.*  EXCLUDE (tmdb_id),
+           coalesce(s.n, 0) AS ml_rating_count, s.mean AS ml_rating_mean
+    FROM read_parquet('{movies}') m
+    LEFT JOIN {links} l USING (movielens_id)
+    LEFT JOIN read_parquet('{details}') t ON t.tmdb_id = l.tmdb_id
+    LEFT JOIN stats s USING (movielens_id)
+)
+SELECT
+    (row_number() OVER (ORDER BY movielens_id) - 1)::INTEGER AS item_id,
+    movielens_id,
+    CASE WHEN status = 'ok' THEN tmdb_id END AS tmdb_id,
+    coalesce(tmdb_imdb_id, ml_imdb_id) AS imdb_id,
+    coalesce(tmdb_title, ml_title) AS title,
+    TRY_CAST(release_date AS DATE) AS release_date,
+    coalesce(year(TRY_CAST(release_date AS DATE))::SMALLINT, ml_year) AS year,
+    overview,
+    CASE WHEN status = 'ok' THEN tmdb_genres ELSE list_transform(ml_genres, lambda g: lower(g)) END AS genres,
+    coalesce(actors, []) AS actors,
+    director,
+    vote_average::FLOAT AS vote_average, vote_count::INTEGER AS vote_count, popularity::FLOAT AS popularity,
+    runtime::SMALLINT AS runtime, original_language,
+    ml_rating_count, ml_rating_mean
+FROM joined
+WHERE {keep}
+ORDER BY movielens_id
+"""
+
+
+def build_items(
+    dataset_dir: Path, release_name: str, ml: StepResult, tmdb: StepResult, *, tmdb_settings: dict | None = None
+) -> StepResult:
+    tmdb_done = _done(tmdb.path) or {}
+    enabled = bool(tmdb_done.get("enabled"))
+    fp = fingerprint("items", SCHEMA_VERSION, ml.fingerprint, tmdb.fingerprint)
+    if step_is_current(dataset_dir, "items", fp):
+        return StepResult("items", fp, True, read_manifest(dataset_dir)["steps"]["items"]["counts"], dataset_dir)
+    links = ml.path / "ml_links.parquet"
+    links_sql = (
+        f"read_parquet('{links}')"
+        if links.exists()
+        else "(SELECT NULL::INTEGER AS movielens_id, NULL::VARCHAR AS imdb_id, NULL::INTEGER AS tmdb_id)"
+    )
+    sql = _ITEMS_SQL.format(
+        ratings=ml.path / "ml_ratings.parquet",
+        movies=ml.path / "ml_movies.parquet",
+        links=links_sql,
+        details=tmdb.path / "tmdb_details.parquet",
+        keep="status = 'ok' AND overview IS NOT NULL" if enabled else "true",
+    )
+    with duckdb.connect() as con:
+        table = con.sql(sql).to_arrow_table()
+        total = con.execute(f"SELECT count(*) FROM read_parquet('{ml.path / 'ml_movies.parquet'}')").fetchone()[0]
+        dropped: dict[str, int] = {}
+        if enabled:
+            row = con.execute(
+                f"""SELECT count(*) FILTER (WHERE l.tmdb_id IS NULL),
+                           count(*) FILTER (WHERE t.status = 'not_found'),
+                           count(*) FILTER (WHERE t.status = 'ok' AND t.overview IS NULL)
+                    FROM read_parquet('{ml.path / "ml_movies.parquet"}') m
+                    LEFT JOIN {links_sql} l USING (movielens_id)
+                    LEFT JOIN read_parquet('{tmdb.path / "tmdb_details.parquet"}') t ON t.tmdb_id = l.tmdb_id"""
+            ).fetchone()
+            dropped = {"no_tmdb_id": row[0], "not_on_tmdb": row[1], "no_overview": row[2]}
+    if table.num_rows == 0:
+        raise InputError(
+            f"release '{release_name}': no movie is left after the TMDB join ({dropped}); "
+            "check the TMDB credentials and base URL, or build with --no-tmdb"
+        )
+    write_parquet(table, dataset_dir / "items.parquet", MOVIE_ITEMS)
+    counts = {"movies": total, "items": table.num_rows, **{f"dropped_{k}": v for k, v in dropped.items()}}
+    ml_done = _done(ml.path) or {}
+    record_step(
+        dataset_dir,
+        "items",
+        fingerprint=fp,
+        settings={"release": release_name, "tmdb": enabled, **(tmdb_settings or {})},
+        tables=["items.parquet"],
+        sources=ml_done.get("source", {}),
+        counts={**counts, "tmdb": tmdb.counts},
+        header={"domain": "movies", "release": release_name},
+    )
+    return StepResult("items", fp, False, counts, dataset_dir)
+
+
+# -- 4. ratings -------------------------------------------------------------------------------------------
+def build_ratings(dataset_dir: Path, ml: StepResult, items: StepResult) -> StepResult:
+    fp = fingerprint("ratings", SCHEMA_VERSION, ml.fingerprint, items.fingerprint)
+    if step_is_current(dataset_dir, "ratings", fp):
+        return StepResult("ratings", fp, True, read_manifest(dataset_dir)["steps"]["ratings"]["counts"], dataset_dir)
+    from suber_data.artifacts.io import atomic_path
+
+    target = dataset_dir / "ratings.parquet"
+    with duckdb.connect() as con, atomic_path(target) as tmp:
+        con.execute("SET preserve_insertion_order = false")
+        con.execute(
+            f"""COPY (
+                SELECT r.user_id, i.item_id, r.rating, r.timestamp
+                FROM read_parquet('{ml.path / "ml_ratings.parquet"}') r
+                JOIN (SELECT item_id, movielens_id FROM read_parquet('{dataset_dir / "items.parquet"}')) i
+                USING (movielens_id)
+            ) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)"""
+        )
+        row = con.execute(f"SELECT count(*), count(DISTINCT user_id) FROM read_parquet('{tmp}')").fetchone()
+        total = con.execute(f"SELECT count(*) FROM read_parquet('{ml.path / 'ml_ratings.parquet'}')").fetchone()[0]
+    counts = {"ratings": row[0], "users": row[1], "dropped_unmatched": total - row[0]}
+    record_step(dataset_dir, "ratings", fingerprint=fp, tables=["ratings.parquet"], counts=counts)
+    return StepResult("ratings", fp, False, counts, dataset_dir)
+
+
+# -- 5. catalog -------------------------------------------------------------------------------------------
+def build_dataset_catalog(dataset_dir: Path) -> StepResult:
+    manifest = read_manifest(dataset_dir)
+    parts = sorted((name, entry.get("sha256")) for name, entry in manifest.get("tables", {}).items())
+    fp = fingerprint("catalog", SCHEMA_VERSION, parts)
+    if step_is_current(dataset_dir, "catalog", fp) and (dataset_dir / "catalog.duckdb").exists():
+        return StepResult("catalog", fp, True, manifest["steps"]["catalog"]["counts"], dataset_dir)
+    counts = build_catalog(dataset_dir)
+    record_step(dataset_dir, "catalog", fingerprint=fp, counts=counts)
+    return StepResult("catalog", fp, False, counts, dataset_dir)
