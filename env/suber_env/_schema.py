@@ -1,0 +1,70 @@
+"""suber_env's own copy of the artifact contract (the columns it reads).
+
+``suber_env`` never imports ``suber_data``; ``tests/test_contract.py`` at the repository root checks
+that every column named here exists in ``suber_data.artifacts.schemas`` with the same Arrow type.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])
+
+# items.parquet (movies): column -> (arrow type, required)
+MOVIE_ITEM_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "item_id": (pa.int32(), True),
+    "title": (pa.string(), True),
+    "year": (pa.int16(), False),
+    "overview": (pa.string(), False),
+    "genres": (pa.list_(pa.string()), False),
+    "actors": (pa.list_(ACTOR), False),
+    "director": (pa.string(), False),
+    "vote_average": (pa.float32(), False),
+}
+
+# items.parquet (books): the contract has no book table yet; the env reads the same core columns and
+# an optional ``authors`` list (used in the prompt in place of actors).
+BOOK_ITEM_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "item_id": (pa.int32(), True),
+    "title": (pa.string(), True),
+    "year": (pa.int16(), False),
+    "overview": (pa.string(), False),
+    "genres": (pa.list_(pa.string()), False),
+    "authors": (pa.list_(pa.string()), False),
+    "vote_average": (pa.float32(), False),
+}
+
+USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "user_id": (pa.int32(), True),
+    "first_name": (pa.string(), True),
+    "last_name": (pa.string(), True),
+    "sex": (pa.string(), True),
+    "age": (pa.int16(), True),
+    "occupation": (pa.string(), False),
+    "hobby": (pa.string(), False),
+    "liked": (pa.list_(pa.string()), False),
+    "disliked": (pa.list_(pa.string()), False),
+}
+
+USER_DESCRIPTION_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "user_id": (pa.int32(), True),
+    "description": (pa.string(), True),
+}
+
+RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "user_id": (pa.int32(), True),
+    "item_id": (pa.int32(), True),
+    "rating": (pa.float32(), True),
+}
+
+EMBEDDING_ID = {"item_embeddings.parquet": "item_id", "user_embeddings.parquet": "user_id"}
+EMBEDDING_COLUMN = "embedding"  # fixed_size_list<float32>[d]
+
+FILES = {
+    "items.parquet": MOVIE_ITEM_COLUMNS,
+    "users.parquet": USER_COLUMNS,
+    "user_descriptions.parquet": USER_DESCRIPTION_COLUMNS,
+    "ratings.parquet": RATING_COLUMNS,
+}

@@ -1,0 +1,294 @@
+"""Vectorised pieces of the environment: counter-based randomness, rating scales, reward modes,
+memory, retrieval, perturbation and shaping. Every function works on a batch of environment slots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# ---------------------------------------------------------------- counter-based randomness
+# Each episode draws one 63-bit key from the env's ``np_random`` at reset; every random number of the
+# episode is a hash of (key, step, stream). So a seed determines an episode, and a vector of envs draws
+# its numbers in one numpy call while giving exactly what a loop of single envs gives.
+
+STREAM_TERMINATE, STREAM_RATING, STREAM_PERTURB, STREAM_PERTURB2, STREAM_SHAPING = 1, 2, 3, 4, 5
+_M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = x + _GOLD
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return z ^ (z >> np.uint64(31))
+
+
+def uniforms(keys: np.ndarray, steps: np.ndarray, stream: int) -> np.ndarray:
+    """Uniform [0, 1) float64 per slot, a pure function of (key, step, stream)."""
+    k = np.asarray(keys, np.uint64)
+    s = np.asarray(steps, np.uint64) * np.uint64(64) + np.uint64(stream)
+    return (_mix(k ^ _mix(s)) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def normals(keys: np.ndarray, steps: np.ndarray, stream_a: int, stream_b: int) -> np.ndarray:
+    u1 = uniforms(keys, steps, stream_a)
+    u2 = uniforms(keys, steps, stream_b)
+    return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+
+
+# ---------------------------------------------------------------- rating scales
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A rating scale: the labels the LLM answers with and the rating each one means."""
+
+    name: str
+    labels: tuple[str, ...]
+    values: tuple[float, ...]
+    text: str  # "0 to 9"
+    low: str
+    high: str
+    min: float
+    max: float
+    shift: int  # history ratings and average votes are shown as rating + shift (0-9: -1)
+
+    @property
+    def n(self) -> int:
+        return len(self.labels)
+
+    def show(self, rating: float) -> str:
+        """A stored rating as the prompt shows it (on the prompt's scale)."""
+        return str(int(round(rating)) + self.shift)
+
+
+WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+SCALES = {
+    "0-9": Scale("0-9", tuple(str(i) for i in range(10)), tuple(float(i) for i in range(1, 11)),
+                 "0 to 9", "0", "9", 1.0, 10.0, -1),
+    "1-10": Scale("1-10", tuple(str(i) for i in range(1, 11)), tuple(float(i) for i in range(1, 11)),
+                  "1 to 10", "1", "10", 1.0, 10.0, 0),
+    "one-ten": Scale("one-ten", WORDS, tuple(float(i) for i in range(1, 11)), "one to ten", "one", "ten", 1.0, 10.0, 0),
+    "1-5": Scale("1-5", tuple(str(i) for i in range(1, 6)), tuple(float(i) for i in range(1, 6)),
+                 "1 to 5", "1", "5", 1.0, 5.0, 0),
+}
+
+
+def get_scale(name: str) -> Scale:
+    try:
+        return SCALES[name]
+    except KeyError:
+        raise ValueError(f"unknown rating scale {name!r}; choose one of {sorted(SCALES)}") from None
+
+
+# ---------------------------------------------------------------- reward modes
+
+REWARD_MODES = ("sample", "argmax", "expected")
+
+
+def sampling_probs(probs: np.ndarray, temperature: float = 0.6, top_k: int = 50, top_p: float = 0.9) -> np.ndarray:
+    """SUBER's sampling warpers (temperature, top-k, top-p, in the order transformers applies them) on
+    a batch of distributions over the scale's labels; returns the distributions actually sampled from."""
+    logp = np.log(np.clip(probs, 1e-300, None)) / temperature
+    logp -= logp.max(axis=1, keepdims=True)
+    p = np.exp(logp)
+    p /= p.sum(axis=1, keepdims=True)
+    n = p.shape[1]
+    if top_k < n:
+        kth = -np.partition(-p, top_k - 1, axis=1)[:, top_k - 1 : top_k]
+        p = np.where(p >= kth, p, 0.0)
+        p /= p.sum(axis=1, keepdims=True)
+    if top_p < 1.0:
+        order = np.argsort(p, axis=1, kind="stable")  # ascending, like transformers' TopPLogitsWarper
+        sp = np.take_along_axis(p, order, axis=1)
+        remove_sorted = np.cumsum(sp, axis=1) <= (1.0 - top_p)
+        remove_sorted[:, -1] = False  # keep at least the most likely label
+        remove = np.zeros_like(remove_sorted)
+        np.put_along_axis(remove, order, remove_sorted, axis=1)
+        p = np.where(remove, 0.0, p)
+        p /= p.sum(axis=1, keepdims=True)
+    return p
+
+
+def choose_ratings(probs: np.ndarray, values: np.ndarray, mode: str, u: np.ndarray | None = None) -> np.ndarray:
+    """Turn rating distributions (B, L) into ratings (B,) by ``mode``: sample, argmax or expected."""
+    if mode == "argmax":
+        return values[np.argmax(probs, axis=1)]
+    if mode == "expected":
+        return probs @ values
+    if mode == "sample":
+        if u is None:
+            raise ValueError("reward mode 'sample' needs uniforms u (one per row)")
+        p = sampling_probs(probs)
+        cdf = np.cumsum(p, axis=1)
+        idx = (cdf < (u[:, None] * cdf[:, -1:])).sum(axis=1)
+        return values[np.minimum(idx, len(values) - 1)]
+    raise ValueError(f"unknown reward mode {mode!r}; choose one of {REWARD_MODES}")
+
+
+# ---------------------------------------------------------------- perturbation and shaping (reference 5.8)
+
+PERTURBATIONS = ("none", "gaussian", "greedy")
+SHAPINGS = ("identity", "exp_decay", "random_watch", "repeat_terminate")
+
+
+def _fix(x: np.ndarray, lo: float, hi: float, step: float = 1.0) -> np.ndarray:
+    return np.clip(np.round(x / step) * step, lo, hi)  # np.round rounds half to even, like Python's round
+
+
+def perturb(r: np.ndarray, kind: str, keys, steps, lo: float, hi: float, sigma: float = 0.5) -> np.ndarray:
+    if kind == "none":
+        return r.astype(np.float64)
+    if kind == "gaussian":
+        noise = sigma * normals(keys, steps, 3, 4)
+    elif kind == "greedy":
+        u = uniforms(keys, steps, 3)
+        noise = np.where(u < 0.1, -1.0, np.where(u < 0.9, 0.0, 1.0))
+    else:
+        raise ValueError(f"unknown perturbation {kind!r}; choose one of {PERTURBATIONS}")
+    out = _fix(r + noise, lo, hi)
+    return np.where((r > 0) & (out > 0), out, r).astype(np.float64)
+
+
+def shape(r: np.ndarray, kind: str, n: np.ndarray, dt: np.ndarray, keys, steps, lo: float, hi: float,
+          q: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """Reward shaping on a batch. ``n`` = watch count including this step, ``dt`` = steps since the
+    previous watch of the item (ignored when n == 1). Returns (reward, terminate)."""
+    first = n <= 1
+    no_term = np.zeros(r.shape, bool)
+    if kind == "identity":
+        return r.astype(np.float64), no_term
+    decay = np.power(q, n / np.maximum(dt, 1))
+    if kind == "exp_decay":
+        shaped = np.clip(np.floor(r * decay), lo, hi)
+        return np.where(first, r, shaped).astype(np.float64), no_term
+    if kind == "random_watch":
+        keep = uniforms(keys, steps, 5) < decay
+        return np.where(first | keep, r, 0.0).astype(np.float64), no_term
+    if kind == "repeat_terminate":
+        return np.where(first, r, 0.0).astype(np.float64), ~first
+    raise ValueError(f"unknown reward shaping {kind!r}; choose one of {SHAPINGS}")
+
+
+# ---------------------------------------------------------------- memory
+
+
+class Memory:
+    """Per-slot interaction memory of the current user: rating, watch count and timestamps per item,
+    the distinct items in first-interaction order, and the last ``history`` interactions."""
+
+    def __init__(self, n_slots: int, n_items: int, history: int):
+        self.B, self.N, self.H = n_slots, n_items, history
+        self.count = np.zeros((n_slots, n_items), np.int32)
+        self.rating = np.zeros((n_slots, n_items), np.float32)
+        self.last_ts = np.zeros((n_slots, n_items), np.int32)
+        self.prev_ts = np.zeros((n_slots, n_items), np.int32)
+        self.t = np.zeros(n_slots, np.int64)  # interactions so far (the timestamp counter)
+        self.seen = np.full((n_slots, 16), -1, np.int32)
+        self.n_seen = np.zeros(n_slots, np.int64)
+        self.h_items = np.full((n_slots, history), -1, np.int64)
+        self.h_ratings = np.zeros((n_slots, history), np.float32)
+        self.h_counts = np.zeros((n_slots, history), np.int32)
+
+    def clear(self, slots: np.ndarray) -> None:
+        for a in (self.count, self.rating, self.last_ts, self.prev_ts, self.h_ratings, self.h_counts):
+            a[slots] = 0
+        self.t[slots] = 0
+        self.seen[slots] = -1
+        self.n_seen[slots] = 0
+        self.h_items[slots] = -1
+
+    def write(self, items: np.ndarray, ratings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Record one interaction per slot; returns (watch count now, steps since the previous watch)."""
+        b = np.arange(self.B)
+        new = self.count[b, items] == 0
+        if new.any():
+            need = int(self.n_seen.max()) + 1
+            if need > self.seen.shape[1]:
+                grown = np.full((self.B, max(need, 2 * self.seen.shape[1])), -1, np.int32)
+                grown[:, : self.seen.shape[1]] = self.seen
+                self.seen = grown
+            nb = b[new]
+            self.seen[nb, self.n_seen[nb]] = items[new]
+            self.n_seen[nb] += 1
+        self.t += 1
+        prev = self.last_ts[b, items]
+        self.prev_ts[b, items] = prev
+        self.last_ts[b, items] = self.t
+        self.count[b, items] += 1
+        self.rating[b, items] = ratings
+        n = self.count[b, items].copy()
+        dt = np.where(prev > 0, self.t - prev, 0)
+        if self.H:
+            self.h_items[:, 1:] = self.h_items[:, :-1].copy()
+            self.h_ratings[:, 1:] = self.h_ratings[:, :-1].copy()
+            self.h_counts[:, 1:] = self.h_counts[:, :-1].copy()
+            self.h_items[:, 0], self.h_ratings[:, 0], self.h_counts[:, 0] = items, ratings, n
+        return n, dt
+
+    def interactions(self, slot: int) -> list[dict]:
+        """The slot's memory as rows (item, last rating, watch count, last and previous timestamp)."""
+        items = self.seen[slot, : self.n_seen[slot]]
+        return [
+            {"item_id": int(i), "rating": float(self.rating[slot, i]), "num_watches": int(self.count[slot, i]),
+             "timestamp": int(self.last_ts[slot, i]), "previous_timestamp": int(self.prev_ts[slot, i])}
+            for i in items
+        ]
+
+
+# ---------------------------------------------------------------- retrieval (reference 5.5)
+
+RETRIEVALS = ("none", "recent", "embedding", "features")
+
+
+def _dice(inter: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+    tot = sa + sb
+    return np.where(tot == 0, 1.0, np.where((sa == 0) | (sb == 0), 0.0, 2.0 * inter / np.maximum(tot, 1)))
+
+
+def feature_similarity(ds, query: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """SUBER's simple movie similarity between query items (B,) and candidates (B, L): mean of genre
+    Dice, people Dice, 1 - |vote difference| / 10 and director equality."""
+    cands_c = np.maximum(cands, 0)
+    gq = ds.genres[query].astype(np.int32)  # (B, G)
+    gc = ds.genres[cands_c].astype(np.int32)  # (B, L, G)
+    g = _dice(np.einsum("blg,bg->bl", gc, gq), gc.sum(-1), gq.sum(-1)[:, None])
+    pq = ds.people[query]  # (B, P)
+    pc = ds.people[cands_c]  # (B, L, P)
+    inter = ((pc[..., :, None] == pq[:, None, None, :]) & (pc[..., :, None] >= 0)).sum((-1, -2))
+    p = _dice(inter, (pc >= 0).sum(-1), (pq >= 0).sum(-1)[:, None])
+    v = 1.0 - np.abs(ds.vote[cands_c] - ds.vote[query][:, None]) / 10.0
+    dq = ds.director[query][:, None]
+    d = ((ds.director[cands_c] == dq) & (dq >= 0)).astype(np.float64)
+    if ds.domain == "books":
+        return (g + p + v) / 3.0
+    return (g + p + v + d) / 4.0
+
+
+def retrieve(kind: str, k: int, mem: Memory, items: np.ndarray, ds) -> np.ndarray:
+    """Up to k past items per slot to show the rater (B, k), -1 padded; runs before this step is written."""
+    B = mem.B
+    if kind == "none" or k == 0:
+        return np.full((B, 0), -1, np.int64)
+    L = max(int(mem.n_seen.max()), 1)
+    cands = mem.seen[:, :L].astype(np.int64)
+    valid = cands >= 0
+    b = np.arange(B)[:, None]
+    cc = np.maximum(cands, 0)
+    if kind == "recent":
+        score = mem.last_ts[b, cc].astype(np.float64)
+    elif kind == "embedding":
+        ds.require("item_embeddings", "retrieval 'embedding'")
+        score = np.einsum("bld,bd->bl", ds.item_embeddings[cc], ds.item_embeddings[items]).astype(np.float64)
+    elif kind == "features":
+        score = feature_similarity(ds, items, cands)
+    else:
+        raise ValueError(f"unknown retrieval {kind!r}; choose one of {RETRIEVALS}")
+    score = np.where(valid, score, -np.inf)
+    order = np.argsort(-score, axis=1, kind="stable")[:, :k]
+    out = np.take_along_axis(cands, order, axis=1)
+    out = np.where(np.take_along_axis(valid, order, axis=1), out, -1)
+    if out.shape[1] < k:
+        out = np.concatenate([out, np.full((B, k - out.shape[1]), -1, np.int64)], axis=1)
+    return out

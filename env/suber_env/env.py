@@ -1,0 +1,299 @@
+"""The Gymnasium environments: ``SuberEnv`` (one user at a time) and ``SuberVectorEnv`` (many slots
+stepped together, all pending ratings of a step sent to the rater as one batch). Both run the same
+vectorised core, so a vector env gives exactly what a loop of single envs gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from gymnasium.vector.utils import batch_space
+
+from .core import (
+    PERTURBATIONS,
+    RETRIEVALS,
+    REWARD_MODES,
+    SHAPINGS,
+    STREAM_RATING,
+    STREAM_TERMINATE,
+    Memory,
+    choose_ratings,
+    perturb,
+    retrieve,
+    shape,
+    uniforms,
+)
+from .dataset import Dataset, load_dataset
+from .rater import Rater, Requests, make_rater
+
+DEFAULT_SCALE = {"movies": "0-9", "books": "1-5"}
+
+
+def _as_dataset(dataset, domain: str | None) -> Dataset:
+    if isinstance(dataset, Dataset):
+        return dataset
+    if dataset is None:
+        raise ValueError("pass dataset=PATH (a dataset folder written by suber-data) or a loaded Dataset")
+    return load_dataset(Path(dataset), domain=domain)
+
+
+class _Core:
+    """State and step logic for ``n`` environment slots, vectorised over slots."""
+
+    def __init__(self, ds: Dataset, rater: Rater, n: int, *, history: int, retrieval: str, k: int, reward_mode: str,
+                 perturbation: str, sigma: float, shaping: str, q: float, p_terminate: float, eval_mode: bool,
+                 eval_steps: int, item_vector: bool, max_episode_steps: int | None):
+        for name, val, allowed in (("retrieval", retrieval, RETRIEVALS), ("reward_mode", reward_mode, REWARD_MODES),
+                                   ("perturbation", perturbation, PERTURBATIONS), ("shaping", shaping, SHAPINGS)):
+            if val not in allowed:
+                raise ValueError(f"{name}={val!r} is not one of {allowed}")
+        if retrieval == "embedding":
+            ds.require("item_embeddings", "retrieval='embedding'")
+        ds.require("users", "the environment (each episode is one user)")
+        self.ds, self.rater, self.n = ds, rater, n
+        self.scale = rater.scale
+        self.values = np.asarray(self.scale.values, np.float64)
+        self.retrieval, self.k, self.reward_mode = retrieval, k, reward_mode
+        self.perturbation, self.sigma, self.shaping, self.q = perturbation, sigma, shaping, q
+        self.p_terminate, self.eval_mode, self.eval_steps = p_terminate, eval_mode, eval_steps
+        self.max_episode_steps, self.item_vector = max_episode_steps, item_vector
+        self.mem = Memory(n, ds.n_items, history)
+        self.users = np.zeros(n, np.int64)
+        self.keys = np.zeros(n, np.uint64)
+        self.steps = np.zeros(n, np.int64)
+        self.last_requests: Requests | None = None
+        hi = float(self.scale.max)
+        obs = {
+            "user_id": spaces.Box(0, max(ds.n_users - 1, 0), (1,), np.int64),
+            "user_features": spaces.Box(0.0, 200.0, (2,), np.float32),
+            "history_items": spaces.Box(-1, ds.n_items - 1, (history,), np.int64),
+            "history_ratings": spaces.Box(0.0, hi, (history,), np.float32),
+            "history_counts": spaces.Box(0, np.iinfo(np.int32).max, (history,), np.int32),
+        }
+        if item_vector:
+            obs["item_ratings"] = spaces.Box(0.0, hi, (ds.n_items,), np.float32)
+        self.observation_space = spaces.Dict(obs)
+        self.action_space = spaces.Discrete(ds.n_items)
+
+    def start(self, slots: np.ndarray, users: np.ndarray, keys: np.ndarray) -> None:
+        self.mem.clear(slots)
+        self.users[slots] = users
+        self.keys[slots] = keys
+        self.steps[slots] = 0
+
+    def obs(self) -> dict[str, np.ndarray]:
+        ds, m = self.ds, self.mem
+        feats = np.stack([ds.age[self.users].astype(np.float32), ds.sex[self.users].astype(np.float32)], axis=1)
+        o = {
+            "user_id": self.users[:, None].copy(),
+            "user_features": feats,
+            "history_items": m.h_items.copy(),
+            "history_ratings": m.h_ratings.copy(),
+            "history_counts": m.h_counts.copy(),
+        }
+        if self.item_vector:
+            o["item_ratings"] = m.rating.copy()
+        return o
+
+    def step(self, actions: np.ndarray):
+        m = self.mem
+        items = np.asarray(actions, np.int64).reshape(self.n)
+        if (items < 0).any() or (items >= self.ds.n_items).any():
+            raise ValueError(f"action out of range 0..{self.ds.n_items - 1}: {items}")
+        b = np.arange(self.n)
+        seen = m.count[b, items].astype(np.int64)
+        hist = retrieve(self.retrieval, self.k, m, items, self.ds)
+        hist_r = np.where(hist >= 0, m.rating[b[:, None], np.maximum(hist, 0)], 0.0)
+        req = Requests(self.users.copy(), items, hist, hist_r, seen)
+        self.last_requests = req
+        probs = self.rater.distribution(req)  # the whole batch in one call
+        t = self.steps.copy()
+        u = uniforms(self.keys, t, STREAM_RATING)
+        raw = choose_ratings(probs, self.values, self.reward_mode, u)
+        stored = perturb(raw, self.perturbation, self.keys, t, self.scale.min, self.scale.max, self.sigma)
+        n_watch, dt = m.write(items, stored.astype(np.float32))
+        reward, term_shape = shape(stored, self.shaping, n_watch, dt, self.keys, t, self.scale.min, self.scale.max,
+                                   self.q)
+        self.steps += 1
+        if self.eval_mode:
+            terminated = self.steps >= self.eval_steps
+        else:
+            terminated = (uniforms(self.keys, t, STREAM_TERMINATE) < self.p_terminate) | term_shape
+        truncated = np.zeros(self.n, bool)
+        if self.max_episode_steps is not None:
+            truncated = (self.steps >= self.max_episode_steps) & ~terminated
+        info = {
+            "rating_distribution": probs,
+            "llm_rating": raw,
+            "rating": stored,
+            "user": self.users.copy(),
+            "user_id": self.ds.user_ids[self.users],
+            "seen_count": seen,
+            "retrieved": hist,
+        }
+        return reward, terminated, truncated, info
+
+
+_CORE_DEFAULTS = dict(history=10, retrieval="recent", k=3, reward_mode="sample", perturbation="none", sigma=0.5,
+                      shaping="exp_decay", q=0.1, p_terminate=0.025, eval_mode=False, eval_steps=11,
+                      item_vector=True, max_episode_steps=None)
+
+
+def _build(dataset, domain, rater, rater_kwargs, n, options) -> _Core:
+    ds = _as_dataset(dataset, domain)
+    if isinstance(rater, str):
+        kw = dict(rater_kwargs or {})
+        kw.setdefault("scale", DEFAULT_SCALE[ds.domain])
+        rater = make_rater(rater, ds, **kw)
+    unknown = set(options) - set(_CORE_DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown environment option(s) {sorted(unknown)}; known: {sorted(_CORE_DEFAULTS)}")
+    return _Core(ds, rater, n, **{**_CORE_DEFAULTS, **options})
+
+
+class SuberEnv(gym.Env):
+    """One simulated user per episode; the action is an item index; the reward is the rater's rating
+    (perturbed and shaped). Options: see ``_CORE_DEFAULTS`` (retrieval "none"/"recent"/"embedding"/
+    "features", reward_mode "sample"/"argmax"/"expected", perturbation, shaping, p_terminate, eval_mode...).
+    Texts are not in the observation: use ``prompt()``, ``user_text()``, ``item_title()`` or ``info``."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, dataset=None, rater: str | Rater = "oracle", rater_kwargs: dict | None = None,
+                 domain: str | None = None, render_mode: str | None = None, **options):
+        self.core = _build(dataset, domain, rater, rater_kwargs, 1, options)
+        self.ds, self.rater = self.core.ds, self.core.rater
+        self.observation_space = self.core.observation_space
+        self.action_space = self.core.action_space
+        self.render_mode = render_mode
+        self._eval_next = 0
+        self._last: dict[str, Any] = {}
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {k: v[0] for k, v in self.core.obs().items()}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        if seed is not None:
+            self._eval_next = 0
+        user_draw = int(self.np_random.integers(self.ds.n_users))
+        key = np.uint64(self.np_random.integers(0, 2**63 - 1))
+        if "user" in options:
+            user = int(options["user"])
+        elif "user_id" in options:
+            hits = np.flatnonzero(self.ds.user_ids == int(options["user_id"]))
+            if not len(hits):
+                raise ValueError(f"user_id {options['user_id']} is not in {self.ds.path / 'users.parquet'}")
+            user = int(hits[0])
+        elif self.core.eval_mode:
+            user = self._eval_next % self.ds.n_users
+            self._eval_next += 1
+        else:
+            user = user_draw
+        self.core.start(np.array([0]), np.array([user]), np.array([key], np.uint64))
+        return self._obs(), {"user": user, "user_id": int(self.ds.user_ids[user])}
+
+    def step(self, action):
+        reward, term, trunc, info = self.core.step(np.array([int(action)]))
+        info1 = {k: v[0] for k, v in info.items()}
+        self._last = info1
+        return self._obs(), float(reward[0]), bool(term[0]), bool(trunc[0]), info1
+
+    # -- texts and memory, outside the observation
+    def prompt(self) -> str:
+        """The rater prompt of the last step (LLM raters only)."""
+        if self.core.last_requests is None or not hasattr(self.rater, "prompt"):
+            raise RuntimeError("no prompt: take a step first, with an LLM rater (transformers or openai)")
+        return self.rater.prompt(self.core.last_requests, 0)
+
+    def user_text(self, user: int | None = None) -> str:
+        u = int(self.core.users[0] if user is None else user)
+        self.ds.require("descriptions", "user_text()")
+        return self.ds.descriptions[u]
+
+    def item_title(self, item: int) -> str:
+        return self.ds.titles[int(item)]
+
+    def interactions(self) -> list[dict]:
+        """This episode's memory: per item the last rating, watch count and timestamps."""
+        return self.core.mem.interactions(0)
+
+    def render(self):
+        if self.render_mode == "ansi" and self._last:
+            i = self._last
+            title = self.item_title(int(self.core.mem.h_items[0, 0]))
+            return f"user {int(i['user_id'])} rated {title!r}: {i['rating']}"
+        return None
+
+
+try:
+    from gymnasium.vector import AutoresetMode
+
+    _AUTORESET = {"autoreset_mode": AutoresetMode.SAME_STEP}
+except ImportError:  # gymnasium < 1.1
+    _AUTORESET = {}
+
+
+class SuberVectorEnv(gym.vector.VectorEnv):
+    """``num_envs`` slots stepped together; one rater call per step for all of them. Slot i seeded with
+    ``seed + i`` behaves exactly like ``SuberEnv`` reset with that seed. Finished slots are reset in the
+    same step (``final_obs`` / ``final_info`` in ``infos``). Evaluation mode: slot i takes users
+    i, i + num_envs, ..."""
+
+    metadata = {"render_modes": [], **_AUTORESET}
+
+    def __init__(self, num_envs: int = 1, dataset=None, rater: str | Rater = "oracle",
+                 rater_kwargs: dict | None = None, domain: str | None = None, **options):
+        self.core = _build(dataset, domain, rater, rater_kwargs, num_envs, options)
+        self.ds, self.rater = self.core.ds, self.core.rater
+        self.num_envs = num_envs
+        self.single_observation_space = self.core.observation_space
+        self.single_action_space = self.core.action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._rngs = [seeding.np_random(None)[0] for _ in range(num_envs)]
+        self._eval_next = np.arange(num_envs)
+
+    def _start(self, slots: np.ndarray) -> None:
+        users, keys = [], []
+        for i in slots:
+            users.append(int(self._rngs[i].integers(self.ds.n_users)))
+            keys.append(int(self._rngs[i].integers(0, 2**63 - 1)))
+        users = np.array(users, np.int64)
+        if self.core.eval_mode:
+            users = self._eval_next[slots] % self.ds.n_users
+            self._eval_next[slots] += self.num_envs
+        self.core.start(slots, users, np.array(keys, np.uint64))
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+        if seed is not None:
+            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+            self._rngs = [seeding.np_random(s)[0] for s in seeds]
+            self._eval_next = np.arange(self.num_envs)
+        self._start(np.arange(self.num_envs))
+        return self.core.obs(), {"user": self.core.users.copy(), "user_id": self.ds.user_ids[self.core.users]}
+
+    def step(self, actions):
+        reward, term, trunc, info = self.core.step(np.asarray(actions))
+        done = term | trunc
+        if done.any():
+            slots = np.flatnonzero(done)
+            final = self.core.obs()
+            info["final_obs"] = np.array([{k: v[i] for k, v in final.items()} if done[i] else None
+                                          for i in range(self.num_envs)], dtype=object)
+            info["_final_obs"] = done.copy()
+            self._start(slots)
+        return self.core.obs(), reward, term, trunc, info
+
+    def prompt(self, slot: int = 0) -> str:
+        if self.core.last_requests is None or not hasattr(self.rater, "prompt"):
+            raise RuntimeError("no prompt: take a step first, with an LLM rater (transformers or openai)")
+        return self.rater.prompt(self.core.last_requests, slot)
+
+    def interactions(self, slot: int) -> list[dict]:
+        return self.core.mem.interactions(slot)

@@ -1,0 +1,112 @@
+"""Rater prompts from the package's template files (templates/movies.toml, templates/books.toml)."""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from importlib import resources
+
+from .core import Scale
+
+PARTS = ("system", "examples", "persona", "history", "item", "genres", "people", "vote", "seen", "question", "answer")
+
+
+def load_template(domain: str) -> dict:
+    text = resources.files("suber_env").joinpath("templates", f"{domain}.toml").read_text(encoding="utf-8")
+    t = tomllib.loads(text)
+    t["_hash"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return t
+
+
+def ordinal(n: int) -> str:
+    if 10 <= n % 100 <= 20:
+        return f"{n}th"
+    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th') }"
+
+
+def _gender(sex: str, age: int) -> tuple[str, str]:
+    if sex == "M":
+        return ("boy" if age < 18 else "man"), "he"
+    return ("girl" if age < 18 else "woman"), "she"
+
+
+def _vote(v: float, scale: Scale) -> str:
+    return f"{round(float(v) + scale.shift, 1):g}" if scale.max > 5 else f"{round(float(v), 1):g}"
+
+
+class PromptBuilder:
+    """Renders the conversation for one rating request: system, worked examples, the query, the
+    assistant's answer prefix. The persona comes first in the query so a user's prefix is shared."""
+
+    def __init__(self, domain: str, scale: Scale, shots: int = 2, template: dict | None = None):
+        if shots not in (0, 1, 2):
+            raise ValueError(f"shots must be 0, 1 or 2, got {shots}")
+        self.domain, self.scale, self.shots = domain, scale, shots
+        self.t = template or load_template(domain)
+        self.fmt = {"scale": scale.text, "low": scale.low, "high": scale.high}
+
+    @property
+    def template_hash(self) -> str:
+        return self.t.get("_hash", "")
+
+    def label(self, rating: float) -> str:
+        return self.scale.labels[self.scale.values.index(float(rating))]
+
+    def system(self) -> str:
+        return self.t["system"].format(**self.fmt).strip()
+
+    def query(self, *, name: str, sex: str, age: int, description: str, history: list[tuple[str, float]],
+              title: str, year: int, overview: str, genres: list[str], people: list[str], vote: float,
+              seen: int) -> str:
+        """The user message. ``history`` = (title, stored rating) pairs; ``seen`` = earlier watches."""
+        t, f = self.t, self.fmt
+        gender, pronoun = _gender(sex, age)
+        persona = t["persona"].format(name=name, age=age, gender=gender, pronoun=pronoun,
+                                      description=description.strip())
+        parts = [persona]
+        if history:
+            entries = ", ".join(t["history_entry"].format(title=h, rating=self.scale.show(r)) for h, r in history)
+            parts.append(t["history"].format(name=name, pronoun=pronoun, entries=entries, **f))
+        year_text = str(year) if year else "an unknown year"
+        parts.append(t["item"].format(title=title, year=year_text, overview=overview.strip()))
+        if genres:
+            lines = "".join(t["genre_line"].format(genre=g) for g in genres)
+            parts.append(t["genres"].format(title=title, lines=lines))
+        if people:
+            parts.append(t["people"].format(count=len(people), names=", ".join(people)))
+        if vote > 0:
+            parts.append(t["vote"].format(title=title, vote=_vote(vote, self.scale), **f))
+        parts.append(t["seen"].format(name=name, title=title, ordinal=ordinal(seen + 1)))
+        parts.append(t["question"].format(name=name, title=title, **f))
+        return "".join(parts)
+
+    def answer_prefix(self, name: str, sex: str, age: int = 30) -> str:
+        return self.t["answer"].format(name=name, pronoun=_gender(sex, age)[1])
+
+    def example_messages(self) -> list[dict]:
+        msgs = []
+        for ex in self.t["examples"][: self.shots]:
+            rating = float(ex["rating"])
+            q = self.query(name=ex["name"], sex=ex["sex"], age=ex["age"], description=ex["description"],
+                           history=[(h, float(r)) for h, r in ex["history"]], title=ex["title"], year=ex["year"],
+                           overview=ex["overview"], genres=ex["genres"], people=ex["people"], vote=ex["vote"], seen=0)
+            a = (self.answer_prefix(ex["name"], ex["sex"], ex["age"]) + self.label(rating)
+                 + self.t["explanation"].format(**self.fmt) + ex["reason"])
+            msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        return msgs
+
+    def shared_messages(self) -> list[dict]:
+        return [{"role": "system", "content": self.system()}, *self.example_messages()]
+
+
+def dataset_query(pb: PromptBuilder, ds, user: int, item: int, hist_items, hist_ratings, seen: int) -> tuple[str, str]:
+    """(user message, answer prefix) for a dataset user (row index) and item (action index)."""
+    ds.require("users", "the LLM rater")
+    ds.require("descriptions", "the LLM rater (it puts each user's description in the prompt)")
+    sex = "M" if ds.sex[user] == 0 else "F"
+    name, age = ds.first_names[user], int(ds.age[user])
+    history = [(ds.titles[int(h)], float(r)) for h, r in zip(hist_items, hist_ratings, strict=True) if h >= 0]
+    q = pb.query(name=name, sex=sex, age=age, description=ds.descriptions[user], history=history,
+                 title=ds.titles[item], year=int(ds.years[item]), overview=ds.overviews[item],
+                 genres=ds.genre_lists[item], people=ds.people_text[item], vote=float(ds.vote[item]), seen=int(seen))
+    return q, pb.answer_prefix(name, sex, age)

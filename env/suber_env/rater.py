@@ -1,0 +1,379 @@
+"""Raters: give a distribution over the rating scale for a batch of (user, item, history) requests.
+
+* ``OracleRater``: a fast rater computed from the users' liked/disliked genres and the items' genres and
+  average vote. Not an LLM; for RL smoke tests and throughput checks.
+* ``TransformersRater``: a local causal LM; one forward pass per batch reads the logits at the answer
+  position, restricted to the scale's tokens. Batches are padded on the right and grouped by length,
+  and the shared prefix (system prompt + worked examples) is computed once and its key-value cache reused.
+* ``OpenAIRater``: an OpenAI-compatible completions server (vLLM, SGLang, ...) asked for one token with
+  log-probabilities; the distribution comes from the log-probabilities of the scale's tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from dataclasses import dataclass
+
+import numpy as np
+
+from .core import Scale, get_scale
+from .prompts import PromptBuilder, dataset_query
+
+
+@dataclass
+class Requests:
+    """A batch of rating requests (row = one environment slot)."""
+
+    users: np.ndarray  # (B,) user row index
+    items: np.ndarray  # (B,) item index
+    hist_items: np.ndarray  # (B, k) retrieved past items, -1 padded
+    hist_ratings: np.ndarray  # (B, k) their stored ratings
+    seen: np.ndarray  # (B,) how many times the user saw the item before
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+    def subset(self, idx) -> Requests:
+        return Requests(self.users[idx], self.items[idx], self.hist_items[idx], self.hist_ratings[idx], self.seen[idx])
+
+
+class Rater:
+    name = "rater"
+    scale: Scale
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        """(B, n_labels) float64 probabilities over the scale's labels, rows summing to 1."""
+        raise NotImplementedError
+
+
+class OracleRater(Rater):
+    """Rating distribution from genre preferences and average vote, no LLM (named as such everywhere).
+
+    mean = vote average (on the scale) + ``like`` per liked genre of the item (at most two) - ``dislike``
+    per disliked genre (at most two) - ``repeat`` per earlier watch; the distribution over the scale's
+    values is a discretised Gaussian around the mean with width ``sigma``.
+    """
+
+    name = "oracle"
+
+    def __init__(self, ds, scale: str = "0-9", like: float = 1.5, dislike: float = 2.5, repeat: float = 1.0,
+                 sigma: float = 1.0):
+        ds.require("users", "the oracle rater (it reads users' liked and disliked genres)")
+        self.ds, self.scale = ds, get_scale(scale)
+        self.like, self.dislike, self.repeat, self.sigma = like, dislike, repeat, sigma
+        self.values = np.asarray(self.scale.values)
+        span = self.scale.max - self.scale.min
+        vote = ds.vote.astype(np.float64)
+        base = np.where(vote > 0, vote, 6.0)  # TMDB-like 0-10 votes for movies; books 0-5
+        vmax = 10.0 if ds.domain == "movies" else 5.0
+        self.base = self.scale.min + (base / vmax) * span
+        self.unit = span / 9.0
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        ds = self.ds
+        g = ds.genres[req.items].astype(np.float64)  # (B, G)
+        liked = np.minimum((ds.liked[req.users] * g).sum(1), 2)
+        disliked = np.minimum((ds.disliked[req.users] * g).sum(1), 2)
+        mu = self.base[req.items] + self.unit * (self.like * liked - self.dislike * disliked - self.repeat * req.seen)
+        z = -0.5 * ((self.values[None, :] - mu[:, None]) / (self.sigma * self.unit)) ** 2
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        return p / p.sum(axis=1, keepdims=True)
+
+
+# ---------------------------------------------------------------- helpers shared by LLM backends
+
+
+def _label_token_ids(tokenizer, scale: Scale, context: str) -> tuple[list[tuple[int, int]], bool]:
+    """Which single tokens spell each label right after ``context`` (the answer prefix).
+
+    Tries the context without its trailing space (labels as " 5" or "5") and then with it (labels as
+    "5"); returns ([(label index, token id)], keep_trailing_space). Raises if a label has no
+    single-token spelling, naming it and the scales that work for this tokenizer.
+    """
+    def single(ctx: str, variants) -> list[int]:
+        base = tokenizer(ctx, add_special_tokens=False)["input_ids"]
+        out = []
+        for v in variants:
+            ids = tokenizer(ctx + v, add_special_tokens=False)["input_ids"]
+            if len(ids) == len(base) + 1 and ids[: len(base)] == base and ids[-1] not in out:
+                out.append(ids[-1])
+        return out
+
+    stripped = context.rstrip()
+    pairs = [(i, t) for i, lab in enumerate(scale.labels) for t in single(stripped, (" " + lab, lab))]
+    if {i for i, _ in pairs} == set(range(scale.n)):
+        return pairs, False
+    pairs = [(i, t) for i, lab in enumerate(scale.labels) for t in single(context, (lab,))]
+    if {i for i, _ in pairs} == set(range(scale.n)):
+        return pairs, True
+    missing = [lab for i, lab in enumerate(scale.labels) if i not in {j for j, _ in pairs}]
+    raise ValueError(
+        f"rating scale {scale.name!r}: label(s) {missing} are not one token for this tokenizer, so they cannot be "
+        "read from one forward pass; use scale '0-9' (digits) or 'one-ten' (words) with this model"
+    )
+
+
+class _PromptRenderer:
+    """Text of the shared prefix and of each request's suffix, with the tokenizer's chat template."""
+
+    def __init__(self, ds, pb: PromptBuilder, tokenizer=None):
+        self.ds, self.pb, self.tok = ds, pb, tokenizer
+        shared = pb.shared_messages()
+        if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+            self.prefix = tokenizer.apply_chat_template(shared, tokenize=False)
+            probe = self._chat(shared + [{"role": "user", "content": "x"}])
+            if not probe.startswith(self.prefix):
+                self.prefix = ""  # this template does not render a conversation prefix as a text prefix
+        else:
+            self.prefix = self._plain(shared, generation=False)
+        self.keep_space = True
+
+    def _chat(self, msgs) -> str:
+        if self.tok is not None and getattr(self.tok, "chat_template", None):
+            return self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return self._plain(msgs, generation=True)
+
+    @staticmethod
+    def _plain(msgs, generation: bool) -> str:
+        names = {"system": "System", "user": "User", "assistant": "Assistant"}
+        text = "".join(f"{names[m['role']]}: {m['content']}\n\n" for m in msgs)
+        return text + ("Assistant:" if generation else "")
+
+    def full(self, user_msg: str, answer: str) -> str:
+        text = self._chat(self.pb.shared_messages() + [{"role": "user", "content": user_msg}])
+        if not self.tok or not getattr(self.tok, "chat_template", None):
+            text += " "
+        return text + (answer if self.keep_space else answer.rstrip())
+
+    def suffixes(self, req: Requests) -> list[str]:
+        out = []
+        cache: dict = {}
+        for b in range(len(req)):
+            q, a = dataset_query(self.pb, self.ds, int(req.users[b]), int(req.items[b]), req.hist_items[b],
+                                 req.hist_ratings[b], int(req.seen[b]))
+            key = (q, a)
+            if key not in cache:
+                cache[key] = self.full(q, a)[len(self.prefix):]
+            out.append(cache[key])
+        return out
+
+    def prompt(self, req: Requests, row: int = 0) -> str:
+        """The whole prompt text of one request (prefix + suffix), for inspection."""
+        return self.prefix + self.suffixes(req.subset(slice(row, row + 1)))[0]
+
+
+# ---------------------------------------------------------------- transformers backend
+
+
+class TransformersRater(Rater):
+    """A local causal LM (transformers): ratings from one forward pass over a padded batch."""
+
+    name = "transformers"
+
+    def __init__(self, ds, model, tokenizer, scale: str = "0-9", shots: int = 2, max_batch: int = 16,
+                 max_batch_tokens: int = 8192, share_prefix: bool = True):
+        import torch
+
+        self.torch = torch
+        self.ds, self.model, self.tok = ds, model.eval(), tokenizer
+        self.scale = get_scale(scale)
+        self.pb = PromptBuilder(ds.domain, self.scale, shots)
+        self.render = _PromptRenderer(ds, self.pb, tokenizer)
+        self.max_batch, self.max_batch_tokens, self.share_prefix = max_batch, max_batch_tokens, share_prefix
+        probe = self.render.full("x", self.pb.answer_prefix("Ann", "F"))
+        pairs, keep = _label_token_ids(tokenizer, self.scale, probe)
+        self.render.keep_space = keep
+        self.label_idx = torch.tensor([i for i, _ in pairs])
+        self.token_ids = torch.tensor([t for _, t in pairs])
+        self.device = next(model.parameters()).device
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.prefix_ids = tokenizer(self.render.prefix, add_special_tokens=False)["input_ids"]
+        self._prefix_cache = None
+
+    @classmethod
+    def from_pretrained(cls, ds, path: str, gguf_file: str | None = None, device: str | None = None,
+                        dtype=None, **kw) -> TransformersRater:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        extra = {"gguf_file": gguf_file} if gguf_file else {}
+        tok = AutoTokenizer.from_pretrained(path, **extra)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32, **extra)
+        if device:
+            model = model.to(device)
+        return cls(ds, model, tok, **kw)
+
+    # -- token ids
+    def encode(self, req: Requests) -> list[list[int]]:
+        """Token ids of each request's suffix (after the shared prefix)."""
+        texts = self.render.suffixes(req)
+        return self.tok(texts, add_special_tokens=False)["input_ids"]
+
+    def prompt(self, req: Requests, row: int = 0) -> str:
+        return self.render.prompt(req, row)
+
+    # -- scoring
+    def _label_probs(self, logits) -> np.ndarray:
+        """Full-vocabulary logits (B, V) -> distribution over labels (B, L), both spellings summed."""
+        torch = self.torch
+        logp = torch.log_softmax(logits.float(), dim=-1)[:, self.token_ids.to(logits.device)]
+        p = torch.zeros(logits.shape[0], self.scale.n, dtype=torch.float64, device=logits.device)
+        p.index_add_(1, self.label_idx.to(logits.device), logp.double().exp())
+        return (p / p.sum(dim=1, keepdim=True)).cpu().numpy()
+
+    def _body_head(self):
+        body = getattr(self.model, self.model.base_model_prefix)
+        return body, self.model.get_output_embeddings()
+
+    def _prefix_kv(self):
+        torch = self.torch
+        if self._prefix_cache is None:
+            body, _ = self._body_head()
+            ids = torch.tensor([self.prefix_ids], device=self.device)
+            with torch.inference_mode():
+                out = body(input_ids=ids, use_cache=True)
+            cache = out.past_key_values
+            self._prefix_cache = [(layer.keys, layer.values) for layer in cache.layers]
+        return self._prefix_cache
+
+    def _expanded_cache(self, b: int):
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        for i, (k, v) in enumerate(self._prefix_kv()):
+            cache.update(k.expand(b, -1, -1, -1).contiguous(), v.expand(b, -1, -1, -1).contiguous(), i)
+        return cache
+
+    def _forward_batch(self, seqs: list[list[int]], with_prefix: bool) -> np.ndarray:
+        torch = self.torch
+        lens = torch.tensor([len(s) for s in seqs], device=self.device)
+        T = int(lens.max())
+        ids = torch.full((len(seqs), T), self.pad_id, dtype=torch.long)
+        for r, s in enumerate(seqs):
+            ids[r, : len(s)] = torch.tensor(s)
+        ids = ids.to(self.device)
+        body, head = self._body_head()
+        P = len(self.prefix_ids) if with_prefix else 0
+        kwargs = {}
+        if with_prefix and P:
+            kwargs["past_key_values"] = self._expanded_cache(len(seqs))
+        # right padding: a real token never attends to the pads after it, so no mask is needed; the
+        # answer logits are read at each row's last real position
+        mask = torch.ones((len(seqs), P + T), dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            h = body(input_ids=ids, attention_mask=mask, use_cache=bool(kwargs), **kwargs).last_hidden_state
+            last = h[torch.arange(len(seqs), device=self.device), lens - 1]
+            logits = head(last)
+        return self._label_probs(logits)
+
+    def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        """Group request indices by length: sort, then cut into batches under max_batch / max_batch_tokens."""
+        order = np.argsort(lengths, kind="stable")
+        out, cur, longest = [], [], 0
+        for i in order:
+            longest_new = max(longest, int(lengths[i]))
+            if cur and (len(cur) >= self.max_batch or longest_new * (len(cur) + 1) > self.max_batch_tokens):
+                out.append(np.array(cur))
+                cur, longest_new = [], int(lengths[i])
+            cur.append(i)
+            longest = longest_new
+        if cur:
+            out.append(np.array(cur))
+        return out
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        seqs = self.encode(req)
+        use_prefix = self.share_prefix and bool(self.prefix_ids)
+        if not use_prefix:
+            seqs = [self.prefix_ids + s for s in seqs]
+        out = np.zeros((len(seqs), self.scale.n))
+        for idx in self.batches(np.array([len(s) for s in seqs])):
+            out[idx] = self._forward_batch([seqs[i] for i in idx], with_prefix=use_prefix)
+        return out
+
+    def distribution_one_by_one(self, req: Requests) -> np.ndarray:
+        """Reference path: each request alone, the whole prompt, no cache, no padding."""
+        seqs = [self.prefix_ids + s for s in self.encode(req)]
+        return np.concatenate([self._forward_batch([s], with_prefix=False) for s in seqs])
+
+
+# ---------------------------------------------------------------- OpenAI-compatible backend
+
+
+class OpenAIRater(Rater):
+    """An OpenAI-compatible ``/v1/completions`` server: one request per batch (a list of prompts),
+    ``max_tokens=1`` and ``logprobs=N``; the distribution is read from the top log-probabilities of the
+    scale's labels (both spellings, with and without a leading space). The API key, if any, comes from
+    the environment variable named by ``api_key_env`` and is never logged."""
+
+    name = "openai"
+
+    def __init__(self, ds, base_url: str, model: str, scale: str = "0-9", shots: int = 2, tokenizer=None,
+                 top_logprobs: int = 20, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
+                 max_batch: int = 64):
+        import os
+
+        self.ds, self.base_url, self.model_name = ds, base_url.rstrip("/"), model
+        self.scale = get_scale(scale)
+        self.pb = PromptBuilder(ds.domain, self.scale, shots)
+        self.render = _PromptRenderer(ds, self.pb, tokenizer)
+        self.render.keep_space = False
+        self.top_logprobs, self.timeout, self.max_batch = top_logprobs, timeout, max_batch
+        self._key = os.environ.get(api_key_env)
+        self._lookup = {lab: i for i, lab in enumerate(self.scale.labels)}
+
+    def prompt(self, req: Requests, row: int = 0) -> str:
+        return self.render.prompt(req, row)
+
+    def _post(self, prompts: list[str]) -> dict:
+        body = json.dumps({"model": self.model_name, "prompt": prompts, "max_tokens": 1, "temperature": 0,
+                           "logprobs": self.top_logprobs}).encode()
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        r = urllib.request.Request(f"{self.base_url}/completions", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(r, timeout=self.timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"{self.base_url}/completions answered HTTP {e.code}: {e.read()[:300]!r}") from e
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        prompts = [self.render.prefix + s for s in self.render.suffixes(req)]
+        out = np.zeros((len(prompts), self.scale.n))
+        for start in range(0, len(prompts), self.max_batch):
+            chunk = prompts[start : start + self.max_batch]
+            data = self._post(chunk)
+            choices = sorted(data.get("choices", []), key=lambda c: c.get("index", 0))
+            if len(choices) != len(chunk):
+                raise RuntimeError(
+                    f"{self.base_url}/completions returned {len(choices)} choices for {len(chunk)} prompts"
+                )
+            for j, c in enumerate(choices):
+                top = ((c.get("logprobs") or {}).get("top_logprobs") or [{}])[0]
+                row = np.zeros(self.scale.n)
+                for tok, lp in top.items():
+                    i = self._lookup.get(tok.strip())
+                    if i is not None:
+                        row[i] += np.exp(lp)
+                if row.sum() <= 0:
+                    raise RuntimeError(
+                        f"{self.base_url}: no token of scale {self.scale.name!r} among the top {self.top_logprobs} "
+                        f"log-probabilities for prompt {start + j}; raise top_logprobs or check the prompt/model"
+                    )
+                out[start + j] = row / row.sum()
+        return out
+
+
+def make_rater(kind: str, ds, **kw) -> Rater:
+    """``oracle``, ``transformers`` (pass ``path`` [+ ``gguf_file``] or ``model`` and ``tokenizer``) or ``openai``."""
+    if kind == "oracle":
+        return OracleRater(ds, **kw)
+    if kind == "transformers":
+        if "model" in kw:
+            return TransformersRater(ds, **kw)
+        return TransformersRater.from_pretrained(ds, **kw)
+    if kind == "openai":
+        return OpenAIRater(ds, **kw)
+    raise ValueError(f"unknown rater {kind!r}; choose 'oracle', 'transformers' or 'openai'")
