@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+if importlib.util.find_spec("suber_env") is None:  # not installed: use the checkout (pip install -e env)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "suber" / "movies"
 ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])
