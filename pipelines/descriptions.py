@@ -1,0 +1,112 @@
+"""Dagster asset ``user_descriptions`` and its quality check.
+
+The asset calls :func:`suber_data.descriptions.generate_descriptions` with the ``storage`` and ``llm``
+resources. Finished generations are kept in ``<dataset>/.work/user_descriptions/``, so a materialization
+that was stopped resumes where it was, and a rerun with nothing changed generates nothing.
+"""
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from pipelines.resources import LLMResource, StorageResource
+from suber_data.artifacts.manifest import read_manifest
+from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_descriptions
+from suber_data.descriptions.checks import check_row, near_duplicates
+from suber_data.descriptions.generate import USERS
+
+
+def run_descriptions(storage: StorageResource, llm: LLMResource) -> DescriptionResult:
+    return generate_descriptions(
+        storage.dataset_dir(),
+        backend=llm.backend,
+        model=llm.model,
+        domain=storage.domain,
+        base_url=llm.base_url,
+        batch_size=llm.batch_size,
+        max_attempts=llm.max_attempts,
+        temperature=llm.temperature,
+        max_tokens=llm.max_tokens,
+    )
+
+
+@dg.asset(
+    key="user_descriptions",
+    deps=["users"],
+    group_name="users",
+    description="A description per user, written by a constrained LLM (or the marked `template` backend), "
+    "checked, with its provenance (backend, model, template hash, seed, decoding settings).",
+)
+def user_descriptions(
+    context: dg.AssetExecutionContext, storage: StorageResource, llm: LLMResource
+) -> dg.MaterializeResult:
+    result = run_descriptions(storage, llm)
+    context.log.info(result.summary())
+    preview = ""
+    if result.path.exists():
+        table = pq.read_table(result.path, columns=["user_id", "variant", "description"]).slice(0, 5)
+        preview = "\n".join(
+            f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |" for r in table.to_pylist()
+        )
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(result.path)),
+            "backend": result.backend,
+            "model": result.model,
+            "users": result.total,
+            "written": result.written,
+            "generated": result.generated,
+            "reused": result.reused,
+            "failed": len(result.failed),
+            "attempts": result.attempts,
+            "up_to_date": result.skipped,
+            "seconds": round(result.seconds, 3),
+            "variants": dg.MetadataValue.json(result.variants),
+            "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
+            "failures": dg.MetadataValue.json(result.failed[:50]),
+        }
+    )
+
+
+@dg.asset_check(asset="user_descriptions", description="Every user has a description that passes the checks.")
+def user_descriptions_quality(storage: StorageResource) -> dg.AssetCheckResult:
+    dataset_dir = storage.dataset_dir()
+    users = {r["user_id"]: r for r in pq.read_table(dataset_dir / USERS).to_pylist()}
+    rows = pq.read_table(dataset_dir / OUTPUT).to_pylist()
+    section = read_manifest(dataset_dir).get("steps", {}).get(STEP, {})
+    failed = list(section.get("failures", []))
+    problems: list[dict] = []
+    for row in rows:
+        user = users.get(row["user_id"])
+        if user is None:
+            problems.append({"user_id": row["user_id"], "problems": ["no such user in users.parquet"]})
+            continue
+        found = check_row(row["description"], user)
+        if found:
+            problems.append({"user_id": row["user_id"], "problems": found})
+    if not rows or rows[0]["backend"] != "template":
+        ordered = sorted(rows, key=lambda r: r["user_id"])
+        for j, (i, jaccard) in near_duplicates([r["description"] for r in ordered]).items():
+            problems.append(
+                {"user_id": ordered[j]["user_id"],
+                 "problems": [f"near-duplicate of user {ordered[i]['user_id']} (Jaccard {jaccard:.2f})"]}
+            )  # fmt: skip
+    missing = sorted(set(users) - {r["user_id"] for r in rows} - {f["user_id"] for f in failed})
+    backends = sorted({r["backend"] for r in rows})
+    return dg.AssetCheckResult(
+        passed=not failed and not problems and not missing,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "users": len(users),
+            "descriptions": len(rows),
+            "failed_generation": len(failed),
+            "failing_rows": len(problems),
+            "missing": len(missing),
+            "backends": ", ".join(backends),
+            "template_backend": "template" in backends,
+            "failures": dg.MetadataValue.json((failed + problems)[:50]),
+        },
+    )
+
+
+assets = [user_descriptions]
+checks = [user_descriptions_quality]

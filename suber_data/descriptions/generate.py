@@ -1,0 +1,344 @@
+"""The ``user_descriptions`` step: users.parquet -> user_descriptions.parquet, resumable and checked.
+
+1. Every user gets a request (variant, template, prompt, program) and a generation key: a hash of the
+   backend, model id and revision, template hash, the user's attributes, decoding settings and seed.
+2. Keys already in the chunk store are reused; the rest are generated in batches. Each finished batch is
+   written to the store at once (atomic chunk files), so a killed run loses at most the batch in flight.
+3. Every output is checked (``checks.check_row``); a failing one is retried with a new seed up to
+   ``max_attempts``, then recorded as failed with its reasons. Near-duplicates across users (MinHash)
+   send the later user back for another attempt in the same way.
+4. The passing rows are written to ``user_descriptions.parquet``; failures are never written there, they
+   are reported in the result, the manifest and the asset check.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from suber_data.artifacts.io import write_parquet
+from suber_data.artifacts.manifest import fingerprint, read_manifest, record_step, sha256_file, step_is_current
+from suber_data.artifacts.schemas import USER_DESCRIPTIONS
+from suber_data.descriptions.backends import Backend, BackendInfo, Output, describe, open_backend
+from suber_data.descriptions.checks import Bounds, check_row, near_duplicates
+from suber_data.descriptions.program import Decoding, Request, attempt_seed, build_request, choose_variant
+from suber_data.descriptions.store import ChunkStore
+from suber_data.descriptions.templates import TEMPLATE_DIR, VARIANTS, load_template
+from suber_data.errors import InputError
+
+log = logging.getLogger(__name__)
+
+STEP = "user_descriptions"
+OUTPUT = "user_descriptions.parquet"
+USERS = "users.parquet"
+REQUIRED = ("user_id", "first_name", "last_name", "sex", "age", "occupation", "hobby", "liked", "disliked", "seed")
+CHECKS_VERSION = 1  # bump when check_row / near_duplicates change meaning
+
+
+@dataclass
+class DescriptionResult:
+    dataset_dir: Path
+    backend: str
+    model: str
+    total: int = 0
+    written: int = 0
+    generated: int = 0  # users whose final row was produced by this run
+    reused: int = 0  # users whose row came from an earlier run (or a killed one)
+    attempts: int = 0  # generation attempts made by this run, retries included
+    failed: list[dict[str, Any]] = field(default_factory=list)  # user_id, problems, attempts
+    seconds: float = 0.0
+    skipped: bool = False  # the step was current: nothing read from the model
+    variants: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.dataset_dir / OUTPUT
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "users": self.total,
+            "descriptions": self.written,
+            "generated": self.generated,
+            "reused": self.reused,
+            "failed": len(self.failed),
+            "attempts": self.attempts,
+        }
+
+    def summary(self) -> str:
+        head = (
+            f"user descriptions ({self.backend}: {self.model}): {self.written}/{self.total} written, "
+            f"{self.generated} generated, {self.reused} reused, {len(self.failed)} failed"
+        )
+        if self.skipped:
+            head += " (up to date: nothing to do)"
+        elif self.generated:
+            head += f", {self.attempts} attempts in {self.seconds:.1f}s"
+        lines = [head]
+        for failure in self.failed[:10]:
+            lines.append(
+                f"  user {failure['user_id']}: failed after {failure['attempts']} attempt(s): "
+                + "; ".join(failure["problems"])
+            )
+        if len(self.failed) > 10:
+            lines.append(f"  ... and {len(self.failed) - 10} more (see {self.dataset_dir / 'manifest.json'})")
+        return "\n".join(lines)
+
+
+def read_users(dataset_dir: Path) -> list[dict[str, Any]]:
+    path = dataset_dir / USERS
+    if not path.exists():
+        raise InputError(f"{path} not found: build the users first (suber-data build ... --only users)")
+    table = pq.read_table(path)
+    missing = [c for c in REQUIRED if c not in table.column_names]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {missing}; rebuild users.parquet with the current suber-data")
+    rows = table.select(list(REQUIRED)).to_pylist()
+    seen: set[int] = set()
+    for i, row in enumerate(rows):
+        for name in REQUIRED:
+            if row[name] is None and name not in ("liked", "disliked"):
+                raise InputError(f"{path}: row {i} (user_id {row['user_id']}): field '{name}' is empty; rebuild users")
+        if row["sex"] not in ("M", "F"):
+            raise InputError(f"{path}: row {i} (user_id {row['user_id']}): field 'sex' is {row['sex']!r}, not M or F")
+        if row["user_id"] in seen:
+            raise InputError(f"{path}: row {i}: user_id {row['user_id']} appears twice; rebuild users")
+        seen.add(row["user_id"])
+    return rows
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]?(?=\s|$)")
+
+
+def trim_to_sentence(text: str) -> str:
+    """Cut a text stopped by max_tokens after its last complete sentence ('' when there is none)."""
+    ends = list(_SENTENCE_END.finditer(text))
+    return text[: ends[-1].end()].strip() if ends else ""
+
+
+def finalize(output: Output, request: Request, bounds: Bounds) -> tuple[str | None, list[str]]:
+    if output.error:
+        return None, [f"backend: {output.error}"]
+    text = (output.description or "").strip()
+    if output.truncated:
+        text = trim_to_sentence(text)
+        if not text:
+            return None, ["stopped by max_tokens before the end of a sentence"]
+    for choice in request.choices:
+        if output.choices.get(choice.name) not in choice.options:
+            return text or None, [f"choice {choice.name!r} = {output.choices.get(choice.name)!r} is not an option"]
+    return text, check_row(text, request.user, bounds)
+
+
+def generate_descriptions(
+    dataset_dir: str | Path,
+    *,
+    backend: str = "smollm2",
+    model: str | None = None,
+    revision: str | None = None,
+    domain: str = "movies",
+    base_url: str | None = None,
+    api_key: str | None = None,
+    batch_size: int = 16,
+    concurrency: int = 8,
+    max_attempts: int = 3,
+    temperature: float = 0.7,
+    max_tokens: int = 300,
+    seed: int = 0,
+    split: float = 0.5,
+    bounds: Bounds | None = None,
+    dedup_threshold: float = 0.6,
+    retry_failed: bool = False,
+    device: str | None = None,
+    dtype: str | None = None,
+    template_dir: str | Path | None = None,
+    backend_instance: Backend | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> DescriptionResult:
+    """Write ``user_descriptions.parquet`` for ``dataset_dir/users.parquet``; see the module docstring."""
+    started = time.perf_counter()
+    dataset_dir = Path(dataset_dir)
+    if domain not in ("movies", "books"):
+        raise InputError(f"domain must be 'movies' or 'books', not {domain!r}")
+    if max_attempts < 1 or batch_size < 1 or max_tokens < 1:
+        raise InputError("max_attempts, batch_size and max_tokens must be at least 1")
+    bounds = bounds or Bounds()
+    decoding = Decoding(temperature=float(temperature), max_tokens=int(max_tokens), seed=int(seed))
+    info: BackendInfo = backend_instance.info if backend_instance is not None else describe(backend, model, revision)
+    users = read_users(dataset_dir)
+    templates = {v: load_template(v, template_dir) for v in VARIANTS}
+    result = DescriptionResult(dataset_dir, info.backend, info.model, total=len(users))
+
+    step_fp = fingerprint(
+        STEP, sha256_file(dataset_dir / USERS), info.backend, info.model, info.revision,
+        {v: t.sha256 for v, t in templates.items()}, decoding.__dict__, split, domain, max_attempts,
+        bounds.__dict__, dedup_threshold, CHECKS_VERSION,
+    )  # fmt: skip
+    if step_is_current(dataset_dir, STEP, step_fp) and not retry_failed:
+        section = read_manifest(dataset_dir)["steps"][STEP]
+        result.skipped = True
+        result.written = int(section["counts"].get("descriptions", 0))
+        result.reused = result.written + int(section["counts"].get("failed", 0))
+        result.failed = list(section.get("failures", []))
+        result.variants = dict(section.get("variants", {}))
+        result.seconds = time.perf_counter() - started
+        return result
+
+    requests: dict[int, Request] = {}
+    for user in users:
+        variant = choose_variant(domain, user, split, seed)
+        requests[int(user["user_id"])] = build_request(
+            user, variant, templates[variant], backend=info.backend, model=info.model, revision=info.revision,
+            decoding=decoding,
+        )  # fmt: skip
+    for r in requests.values():
+        result.variants[r.variant] = result.variants.get(r.variant, 0) + 1
+
+    store = ChunkStore(dataset_dir)
+    existing = {row["generation_key"]: row for row in store.read().to_pylist()}
+    queue: list[tuple[Request, int]] = []
+    for request in sorted(requests.values(), key=lambda r: (r.variant, r.user_id)):
+        row = existing.get(request.key)
+        if row is None:
+            queue.append((request, 1))
+        elif row["status"] == "failed" and retry_failed:
+            queue.append((request, int(row["attempts"]) + 1))
+    reused_keys = {r.key for r in requests.values() if r.key in existing} - {r.key for r, _ in queue}
+
+    opened: Backend | None = backend_instance
+    owns_backend = backend_instance is None
+    total_attempts = len(queue) + 0  # for progress only
+    produced: set[str] = set()
+    limit = max_attempts + (max(0, max(a for _, a in queue) - 1) if queue else 0)
+
+    def run(queue: list[tuple[Request, int]]) -> None:
+        nonlocal opened, total_attempts
+        if opened is None:
+            opened = open_backend(
+                info, base_url=base_url, api_key=api_key, concurrency=concurrency, device=device, dtype=dtype
+            )
+        done = 0
+        while queue:
+            batch, queue[:] = queue[:batch_size], queue[batch_size:]
+            seeds = [attempt_seed(r.key, a) for r, a in batch]
+            outputs = opened.generate([r for r, _ in batch], seeds, decoding)
+            result.attempts += len(batch)
+            rows = []
+            for (request, attempt), seed_used, output in zip(batch, seeds, outputs, strict=True):
+                text, problems = finalize(output, request, bounds)
+                if problems and attempt < limit and info.backend != "template":
+                    queue.append((request, attempt + 1))
+                    total_attempts += 1
+                    continue
+                rows.append(_row(request, info, decoding, seed_used, attempt, output, text, problems))
+                produced.add(request.key)
+                done += 1
+            store.append(rows)
+            if progress:
+                progress(done, done + len({r.key for r, _ in queue}))
+            log.info("descriptions: %d finished, %d queued", done, len(queue))
+
+    try:
+        if queue:
+            run(queue)
+        # Near-duplicates across users: the later user gets another attempt (bounded like any retry).
+        if info.backend != "template":
+            for _ in range(max_attempts):
+                rows = _current_rows(store, requests)
+                ok = sorted((r for r in rows.values() if r["status"] == "ok"), key=lambda r: r["user_id"])
+                dups = near_duplicates([r["description"] for r in ok], threshold=dedup_threshold)
+                if not dups:
+                    break
+                redo, exhausted = [], []
+                for j, (i, jaccard) in dups.items():
+                    row = ok[j]
+                    problem = f"near-duplicate of user {ok[i]['user_id']} (Jaccard {jaccard:.2f})"
+                    if row["attempts"] < limit:
+                        redo.append((requests[row["user_id"]], row["attempts"] + 1))
+                    else:
+                        exhausted.append({**row, "status": "failed", "problems": [problem], "finished_at": time.time()})
+                store.append(exhausted)
+                if not redo:
+                    break
+                run(redo)
+    finally:
+        if opened is not None and owns_backend:
+            opened.close()
+
+    rows = _current_rows(store, requests)
+    missing = [uid for uid, r in requests.items() if r.key not in rows]
+    if missing:  # cannot happen unless the store was tampered with during the run
+        raise InputError(f"{dataset_dir}: no result for users {missing[:10]}; rerun to generate them")
+    good = sorted((r for r in rows.values() if r["status"] == "ok"), key=lambda r: r["user_id"])
+    bad = sorted((r for r in rows.values() if r["status"] != "ok"), key=lambda r: r["user_id"])
+    table = pa.Table.from_pylist([{k: r[k] for k in USER_DESCRIPTIONS.names} for r in good], schema=USER_DESCRIPTIONS)
+    write_parquet(table, dataset_dir / OUTPUT, USER_DESCRIPTIONS)
+    result.written = len(good)
+    result.failed = [{"user_id": r["user_id"], "problems": r["problems"], "attempts": r["attempts"]} for r in bad]
+    result.generated = len({r.key for r in requests.values()} & produced)
+    result.reused = len(reused_keys - produced)
+    result.seconds = time.perf_counter() - started
+    store.compact()
+    model_entry = {"backend": info.backend, "id": info.model, "revision": info.revision}
+    resolved = getattr(opened, "resolved_revision", None)
+    if resolved:
+        model_entry["resolved_revision"] = resolved
+    record_step(
+        dataset_dir,
+        STEP,
+        fingerprint=step_fp,
+        settings={
+            "backend": info.backend, "model": info.model, "revision": info.revision, "domain": domain,
+            "temperature": decoding.temperature, "max_length": decoding.max_tokens, "seed": decoding.seed,
+            "split": split, "batch_size": batch_size, "max_attempts": max_attempts, "base_url": base_url,
+            "min_words": bounds.min_words, "max_chars": bounds.max_chars, "dedup_threshold": dedup_threshold,
+        },  # fmt: skip
+        tables=[OUTPUT],
+        counts=result.counts,
+        models={"description_llm": model_entry},
+        extra={
+            "templates": {v: {"file": t.path.name, "sha256": t.sha256} for v, t in templates.items()},
+            "template_dir": f"assets/{TEMPLATE_DIR}" if template_dir is None else str(template_dir),
+            "variants": result.variants,
+            "failures": result.failed[:1000],
+            "seconds": round(result.seconds, 3),
+        },
+    )
+    return result
+
+
+def _current_rows(store: ChunkStore, requests: dict[int, Request]) -> dict[str, dict]:
+    keys = {r.key for r in requests.values()}
+    return {row["generation_key"]: row for row in store.read().to_pylist() if row["generation_key"] in keys}
+
+
+def _row(
+    request: Request, info: BackendInfo, decoding: Decoding, seed: int, attempt: int, output: Output,
+    text: str | None, problems: list[str],
+) -> dict[str, Any]:  # fmt: skip
+    return {
+        "user_id": request.user_id,
+        "description": text if not problems else (text or None),
+        "variant": request.variant,
+        "backend": info.backend,
+        "model": info.model,
+        "model_revision": info.revision,
+        "template_hash": request.template_hash,
+        "seed": seed,
+        "temperature": decoding.temperature,
+        "max_tokens": decoding.max_tokens,
+        "attempts": attempt,
+        "seconds": float(output.seconds),
+        "generation_key": request.key,
+        "status": "failed" if problems else "ok",
+        "problems": problems,
+        "finished_at": time.time(),
+    }

@@ -1,0 +1,182 @@
+"""From a user's attributes and a template to one generation request: prompt, constrained program, key.
+
+The program is a guidance grammar: the record literals, ``select`` among the user's own liked genres
+(or book categories) where the template asks for a choice, and the free ``gen`` of the description,
+stopped at the end of the line. Every backend runs the same request: the local engine hands the grammar
+to llguidance, guidance's own engine runs it unchanged (the benchmark's baseline), the OpenAI backend
+turns it into a JSON schema for the server's structured output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from suber_data.artifacts.manifest import fingerprint
+from suber_data.descriptions.templates import Gen, Literal, Select, Template, fill
+
+DESCRIPTION = "description"
+
+
+@dataclass(frozen=True)
+class Choice:
+    name: str
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Free:
+    name: str
+
+
+Part = str | Choice | Free
+
+
+@dataclass(frozen=True)
+class Decoding:
+    temperature: float = 0.7
+    max_tokens: int = 300
+    seed: int = 0  # mixed into every user's seed: change it to draw a new population of descriptions
+
+
+@dataclass(frozen=True)
+class Request:
+    user_id: int
+    variant: str
+    template_hash: str
+    instruction: str  # the user turn
+    prefix: str  # the start of the assistant turn that no model writes (the record up to the first choice)
+    parts: tuple[Part, ...]  # the rest: literals, choices and the final free description
+    lead: str  # "NAME is a AGE years old man, he is" (the stored description continues it)
+    user: Mapping = field(hash=False, compare=False)
+    key: str = ""
+
+    @property
+    def choices(self) -> tuple[Choice, ...]:
+        return tuple(p for p in self.parts if isinstance(p, Choice))
+
+    def record_text(self) -> str:
+        """The assistant text with choices shown as their option lists (used by chat servers)."""
+        out = [self.prefix]
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, Choice):
+                out.append("<one of: " + ", ".join(part.options) + ">")
+        return "".join(out)
+
+
+def user_values(user: Mapping) -> dict[str, str]:
+    male = user["sex"] == "M"
+    liked = list(user.get("liked") or [])
+    disliked = list(user.get("disliked") or [])
+    return {
+        "name": f"{user['first_name']} {user['last_name']}".strip(),
+        "age": str(int(user["age"])),
+        "sex": "M" if male else "F",
+        "hobby": str(user["hobby"]),
+        "occupation": str(user["occupation"]),
+        "liked": ", ".join(liked) if liked else "none",
+        "disliked": ", ".join(disliked) if disliked else "none",
+        "man_woman": "man" if male else "woman",
+        "he_she": "he" if male else "she",
+    }
+
+
+def choose_variant(domain: str, user: Mapping, split: float, seed: int) -> str:
+    """books -> "books"; movies -> "preferences" or "film_interest" (SUBER's 50/50 split, drawn per user
+    from a hash so it does not depend on row order), "plain" when the user has no liked genre."""
+    if domain == "books":
+        return "books" if user.get("liked") else "plain"
+    if not user.get("liked"):
+        return "plain"
+    digest = hashlib.sha256(f"variant/{seed}/{int(user['user_id'])}/{int(user['seed'])}".encode()).digest()
+    draw = int.from_bytes(digest[:8], "little") / 2**64
+    return "preferences" if draw < split else "film_interest"
+
+
+def generation_key(
+    user: Mapping, variant: str, template: Template, backend: str, model: str, revision: str | None, decoding: Decoding
+) -> str:
+    attributes = {
+        k: (list(user[k]) if k in ("liked", "disliked") else user[k])
+        for k in ("user_id", "first_name", "last_name", "sex", "age", "occupation", "hobby", "liked", "disliked", "seed")
+    }
+    attributes["user_id"] = int(attributes["user_id"])
+    attributes["age"] = int(attributes["age"])
+    attributes["seed"] = int(attributes["seed"])
+    return fingerprint(
+        "user_description/v1",
+        backend,
+        model,
+        revision,
+        template.sha256,
+        variant,
+        attributes,
+        float(decoding.temperature),
+        int(decoding.max_tokens),
+        int(decoding.seed),
+    )
+
+
+def attempt_seed(key: str, attempt: int) -> int:
+    """The sampling seed of one attempt: a new seed for every retry, the same on every rerun."""
+    return int(hashlib.sha256(f"{key}/{attempt}".encode()).hexdigest()[:15], 16)
+
+
+def build_request(
+    user: Mapping, variant: str, template: Template, *, backend: str, model: str, revision: str | None,
+    decoding: Decoding,
+) -> Request:  # fmt: skip
+    values = user_values(user)
+    instruction = fill(template.user, values)
+    pieces: list[Part] = []
+    for segment in template.assistant:
+        if isinstance(segment, Literal):
+            pieces.append(fill(segment.text, values))
+        elif isinstance(segment, Select):
+            options = tuple(dict.fromkeys(str(v) for v in (user.get(segment.field) or [])))
+            if not options:
+                raise ValueError(f"user {user['user_id']}: no {segment.field} values to choose from")
+            pieces.append(Choice(segment.name, options))
+        elif isinstance(segment, Gen):
+            pieces.append(Free(segment.name))
+    # The model writes nothing before the first choice: that text goes into the prompt. Its trailing
+    # whitespace stays in the program, so the model may write it together with the next word (as tokenizers
+    # attach a leading space to words).
+    head = pieces[0] if isinstance(pieces[0], str) else ""
+    rest = pieces[1:] if head else pieces
+    stripped = head.rstrip(" ")
+    tail = head[len(stripped) :]
+    parts = ((tail,) if tail else ()) + tuple(rest)
+    lead_literal = next(p for p in reversed(parts) if isinstance(p, str)) if len(parts) > 1 else head
+    lead = lead_literal.rsplit("Description:", 1)[-1].strip() if "Description:" in lead_literal else ""
+    key = generation_key(user, variant, template, backend, model, revision, decoding)
+    return Request(
+        user_id=int(user["user_id"]),
+        variant=variant,
+        template_hash=template.sha256,
+        instruction=instruction,
+        prefix=stripped,
+        parts=parts,
+        lead=lead,
+        user=dict(user),
+        key=key,
+    )
+
+
+def guidance_program(request: Request, decoding: Decoding):
+    """The request's constrained part as a guidance grammar (literals, ``select``, ``gen``)."""
+    from guidance import gen, select
+
+    program = None
+    for part in request.parts:
+        if isinstance(part, str):
+            node = part
+        elif isinstance(part, Choice):
+            node = select(list(part.options), name=part.name)
+        else:
+            node = gen(part.name, stop="\n", max_tokens=decoding.max_tokens, temperature=decoding.temperature)
+        program = node if program is None else program + node
+    return program
