@@ -13,9 +13,10 @@ from suber_data.errors import InputError
 from .helpers import unit
 
 
-def test_top_k_matches_a_full_sort():
+@pytest.mark.parametrize("n", [300, 5003])  # 5003: the block-maximum pre-selection path, with a tail
+def test_top_k_matches_a_full_sort(n):
     rng = np.random.default_rng(0)
-    items, queries = unit(rng, 300, 16), unit(rng, 40, 16)
+    items, queries = unit(rng, n, 16), unit(rng, 40, 16)
     exclude = [np.array([q, q + 1]) for q in range(40)]
     idx, scores = top_k(queries, items, 7, exclude=exclude)
     full = queries @ items.T
@@ -24,7 +25,7 @@ def test_top_k_matches_a_full_sort():
         expected = np.argsort(-full[q], kind="stable")[:7]
         np.testing.assert_array_equal(idx[q], expected)
         np.testing.assert_allclose(scores[q], full[q, expected], rtol=1e-6)
-    assert top_k(queries, items, 1000)[0].shape == (40, 300)  # k larger than the catalogue
+    assert top_k(queries[:2], items[:50], 1000)[0].shape == (2, 50)  # k larger than the catalogue
 
 
 def test_top_k_blocks_give_the_same_answer():
