@@ -1,0 +1,302 @@
+"""Build ``users.parquet`` in a dataset folder: sample, write, check, plot, record in the manifest.
+
+A rebuild with the same settings and the same input files does no work (fingerprint match).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from suber_data.artifacts.io import write_parquet
+from suber_data.artifacts.manifest import fingerprint, read_manifest, record_step, sha256_file, step_is_current
+from suber_data.artifacts.schemas import USERS
+from suber_data.errors import InputError
+from suber_data.users import checks as C
+from suber_data.users.census import AgeSexTable, CensusSpec, load_census
+from suber_data.users.lists import Lists, Prior, book_category_prior, movie_genre_prior, project_lists, suber_lists
+from suber_data.users.names import name_sources
+from suber_data.users.sampler import SUBER_RULES, OccupationRules, Population, sample_census_population
+from suber_data.users.sources import SUBER_LIST_RELEASES
+from suber_data.users.suber import sample_suber_population, suber_age_distribution
+
+STEP = "users"
+TABLE = "users.parquet"
+AGE_PLOT = "users_age_pyramid.png"
+RATES_PLOT = "users_like_rates.png"
+SAMPLER_VERSION = 1  # bump when a change alters what a seed produces
+PROFILES = ("census", "suber")
+DOMAINS = ("movies", "books")
+
+
+@dataclass(frozen=True)
+class UsersConfig:
+    """Everything that determines a population. ``rules=None`` means the profile's own rules."""
+
+    count: int = 600
+    seed: int = 42
+    profile: str = "census"
+    domain: str = "movies"
+    census: str = "packaged"  # census profile: "packaged", "2023", "2023:2021" or a CSV path
+    age_min: int = 4
+    age_max: int = 90
+    rules: OccupationRules | None = None
+    cap_liked: int | None = 4
+    cap_disliked: int | None = 4
+    suber_lists: str | None = None  # folder with SUBER's list files; None: fetch them
+    suber_split: float = 0.5
+    genre_prior: str | None = None  # CSV genre,liked; None: Morning Consult 2018
+    category_prior: str | None = None  # CSV category,weight; None: the packaged Amazon counts
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise InputError(f"profile '{self.profile}' is unknown; use one of {', '.join(PROFILES)}")
+        if self.domain not in DOMAINS:
+            raise InputError(f"domain '{self.domain}' has no user tastes; use one of {', '.join(DOMAINS)}")
+        if self.count < 1:
+            raise InputError(f"--users must be positive, got {self.count}")
+
+    @property
+    def effective_rules(self) -> OccupationRules:
+        return self.rules or (SUBER_RULES if self.profile == "suber" else OccupationRules())
+
+    def settings(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["rules"] = asdict(self.effective_rules)
+        if self.profile == "suber":  # settings the suber profile ignores stay out of its fingerprint
+            for key in ("census", "age_min", "age_max", "cap_liked", "cap_disliked", "genre_prior", "category_prior"):
+                out.pop(key)
+        else:
+            out.pop("suber_lists")
+            out.pop("suber_split")
+        return out
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> UsersConfig:
+        known = {k: v for k, v in settings.items() if k in cls.__dataclass_fields__}
+        if isinstance(known.get("rules"), dict):
+            known["rules"] = OccupationRules(**known["rules"])
+        return cls(**known)
+
+
+@dataclass
+class Inputs:
+    """The files a build reads, loaded."""
+
+    lists: Lists
+    tastes: Prior
+    census: AgeSexTable | None
+    sources: dict[str, dict[str, Any]]
+    checksums: dict[str, str]
+
+
+def load_inputs(config: UsersConfig) -> Inputs:
+    sources: dict[str, dict[str, Any]] = {}
+    checksums: dict[str, str] = {}
+    census = None
+    if config.profile == "suber":
+        lists = suber_lists(config.suber_lists, with_categories=config.domain == "books")
+        tastes = lists.categories if config.domain == "books" else movie_genre_prior()
+        for name in lists.files:
+            release = SUBER_LIST_RELEASES[name]
+            sources[name] = {**release.describe(), "commit": release.meta["commit"], "path": release.meta["path"]}
+            checksums[name] = release.sha256
+    else:
+        lists = project_lists()
+        spec = CensusSpec.parse(config.census)
+        census, path = load_census(spec)
+        sha = sha256_file(path)
+        release = spec.release()
+        entry = release.describe() if release else {"url": f"file://{Path(path).resolve()}"}
+        entry.update({"size": path.stat().st_size, "sha256": sha, "vintage": census.vintage, "year": census.year})
+        entry.update({k: v for k, v in census.meta.items() if k not in entry})
+        sources[release.name if release else "census-file"] = entry
+        checksums["census"] = sha
+        if config.domain == "books":
+            tastes = book_category_prior(config.category_prior)
+        else:
+            tastes = movie_genre_prior(config.genre_prior)
+    for label, (where, sha) in lists.files.items():
+        checksums[label] = sha
+        if where.startswith("asset:"):
+            sources[f"users-{label}"] = {"url": where, "sha256": sha}
+    checksums["tastes"] = sha256_file(tastes.source)
+    sources[f"users-{config.domain}-tastes"] = {"url": tastes.source, "sha256": checksums["tastes"]}
+    for name, entry in name_sources().items():
+        sources[name] = entry
+        checksums[name] = str(entry["version"])
+    return Inputs(lists, tastes, census, sources, checksums)
+
+
+def sample(config: UsersConfig, inputs: Inputs | None = None) -> Population:
+    """Sample the population a config describes."""
+    inputs = inputs or load_inputs(config)
+    if config.profile == "suber":
+        return sample_suber_population(
+            config.count, config.seed, lists=inputs.lists, tastes=inputs.tastes, split=config.suber_split
+        )
+    return sample_census_population(
+        config.count,
+        config.seed,
+        census=inputs.census,
+        lists=inputs.lists,
+        tastes=inputs.tastes,
+        age_min=config.age_min,
+        age_max=config.age_max,
+        rules=config.effective_rules,
+        cap_liked=config.cap_liked,
+        cap_disliked=config.cap_disliked,
+    )
+
+
+def age_sex_target(config: UsersConfig, inputs: Inputs) -> np.ndarray:
+    """The (2, 101) sex-age probability matrix the population should follow."""
+    target = np.zeros((2, 101))
+    if config.profile == "suber":
+        for age, p in suber_age_distribution().items():
+            target[:, age] = p / 2
+        return target
+    sex, ages, p = inputs.census.cells(config.age_min, config.age_max)
+    target[sex, ages] = p
+    return target
+
+
+def run_checks(table: pa.Table, config: UsersConfig, inputs: Inputs) -> tuple[list[C.CheckResult], list[C.RateRow]]:
+    results = [
+        C.check_age_sex(table, age_sex_target(config, inputs), systematic=config.profile == "census"),
+    ]
+    caps = (4, 4) if config.profile == "suber" else (config.cap_liked, config.cap_disliked)
+    rows = C.like_rate_rows(table, inputs.tastes, cap_liked=caps[0], cap_disliked=caps[1])
+    results.append(C.check_like_rates(rows))
+    results.append(C.check_occupation_rules(table, config.effective_rules))
+    results.append(C.check_name_duplicates(table))
+    return results, rows
+
+
+@dataclass
+class UsersBuild:
+    skipped: bool
+    fingerprint: str
+    path: Path
+    message: str
+    counts: dict[str, Any] = field(default_factory=dict)
+    checks: list[C.CheckResult] = field(default_factory=list)
+    plots: dict[str, Path] = field(default_factory=dict)
+    population: Population | None = None
+
+
+def _fingerprint(config: UsersConfig, inputs: Inputs) -> str:
+    return fingerprint(STEP, SAMPLER_VERSION, config.settings(), inputs.checksums)
+
+
+def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = False) -> UsersBuild:
+    """Write ``users.parquet`` (+ plots, manifest section) into ``dataset_dir`` unless already current."""
+    dataset_dir = Path(dataset_dir)
+    inputs = load_inputs(config)
+    fp = _fingerprint(config, inputs)
+    path = dataset_dir / TABLE
+    if not force and step_is_current(dataset_dir, STEP, fp):
+        section = read_manifest(dataset_dir)["steps"][STEP]
+        plots = {k: dataset_dir / v for k, v in section.get("plots", {}).items() if (dataset_dir / v).exists()}
+        return UsersBuild(
+            True,
+            fp,
+            path,
+            f"users: up to date ({section['counts'].get('users')} users, fingerprint {fp}); nothing to do",
+            section.get("counts", {}),
+            plots=plots,
+        )
+    started = time.perf_counter()
+    population = sample(config, inputs)
+    table = population.to_arrow()
+    sample_s = time.perf_counter() - started
+    write_parquet(table, path, USERS)
+    results, rows = run_checks(table, config, inputs)
+    plots = _plots(dataset_dir, table, config, inputs, rows)
+    counts = _counts(table, population)
+    counts["sample_seconds"] = round(sample_s, 3)
+    extra: dict[str, Any] = {
+        "checks": [r.as_dict() for r in results],
+        "plots": {k: p.name for k, p in plots.items()},
+    }
+    if inputs.census is not None:
+        extra["census"] = {"vintage": inputs.census.vintage, "year": inputs.census.year, **inputs.census.meta}
+    record_step(
+        dataset_dir,
+        STEP,
+        fingerprint=fp,
+        settings=config.settings(),
+        tables=[TABLE],
+        sources=inputs.sources,
+        counts=counts,
+        extra=extra,
+    )
+    message = (
+        f"users: sampled {len(population):,} users ({config.profile} profile, seed {config.seed}) in {sample_s:.2f} s"
+    )
+    return UsersBuild(False, fp, path, message, counts, results, plots, population)
+
+
+def _counts(table: pa.Table, population: Population) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
+    counts: dict[str, Any] = {"users": table.num_rows}
+    sexes = pc.value_counts(table["sex"]).to_pylist()
+    counts["sex"] = {d["values"]: d["counts"] for d in sexes}
+    age = table["age"].to_numpy()
+    counts["age"] = {"min": int(age.min()), "max": int(age.max()), "mean": round(float(age.mean()), 2)}
+    jobs = pc.value_counts(table["occupation"]).to_pylist()
+    counts["special_occupations"] = {
+        d["values"]: d["counts"]
+        for d in jobs
+        if d["values"] in ("schoolchild", "preschooler", "student", "apprentice", "retired")
+    }
+    counts["distinct_occupations"] = len(jobs)
+    counts["distinct_hobbies"] = len(pc.unique(table["hobby"]))
+    if population.interest_prompt is not None:
+        counts["interest_prompt_users"] = int(population.interest_prompt.sum())
+    return counts
+
+
+def _plots(dataset_dir: Path, table: pa.Table, config: UsersConfig, inputs: Inputs, rows) -> dict[str, Path]:
+    from suber_data.users.plots import plot_age_pyramid, plot_like_rates
+
+    target_name = "SUBER buckets" if config.profile == "suber" else f"US census {inputs.census.year}"
+    return {
+        "age_pyramid": plot_age_pyramid(
+            table,
+            age_sex_target(config, inputs),
+            dataset_dir / AGE_PLOT,
+            f"{table.num_rows:,} users ({config.profile}) vs {target_name}",
+        ),
+        "like_rates": plot_like_rates(
+            rows,
+            dataset_dir / RATES_PLOT,
+            f"{config.domain} tastes: {table.num_rows:,} users ({config.profile}) vs targets",
+        ),
+    }
+
+
+def check_users_dataset(dataset_dir: str | Path) -> list[C.CheckResult]:
+    """Re-run every check on a built ``users.parquet`` against the targets of its recorded settings."""
+    dataset_dir = Path(dataset_dir)
+    section = read_manifest(dataset_dir).get("steps", {}).get(STEP)
+    path = dataset_dir / TABLE
+    if not section or not path.exists():
+        raise InputError(
+            f"{dataset_dir}: no users built yet (users.parquet or its manifest entry missing); build them first"
+        )
+    config = UsersConfig.from_settings(section["settings"])
+    table = pq.read_table(path)
+    results, _ = run_checks(table, config, load_inputs(config))
+    return results
+
+
+def with_overrides(config: UsersConfig, **changes: Any) -> UsersConfig:
+    return replace(config, **{k: v for k, v in changes.items() if v is not None})

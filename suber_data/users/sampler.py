@@ -1,0 +1,262 @@
+"""The census profile: a population drawn from real statistics, vectorised with numpy.
+
+Every part of a person has its own random stream (spawned from the seed), so changing one
+setting, say the genre prior, leaves the ages, names and jobs of the same seed untouched.
+
+Better than SUBER's sampler, and why:
+- ages and sexes follow the Census single-year table (SUBER: seven decade buckets, no 14, nothing
+  past 74), drawn by systematic sampling: each sex-age cell gets its expected count to within one
+  person, so a 100,000-person population is within 0.001 total variation of the census (i.i.d.
+  draws would leave about 0.017 over 174 cells at that size);
+- like/dislike draws are balanced the same way per genre, so the like-rates hold to sampling error
+  of the cap only;
+- names come from SSA and Census frequencies by sex and birth year instead of an LLM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from suber_data.errors import InputError
+from suber_data.users.census import AgeSexTable
+from suber_data.users.lists import Lists, Prior
+from suber_data.users.names import SEX_CODES, sample_first_names, sample_surnames
+
+SCHOOLCHILD, PRESCHOOLER, STUDENT, APPRENTICE, RETIRED = (
+    "schoolchild",
+    "preschooler",
+    "student",
+    "apprentice",
+    "retired",
+)
+SPECIAL_OCCUPATIONS = (SCHOOLCHILD, PRESCHOOLER, STUDENT, APPRENTICE, RETIRED)
+
+
+@dataclass(frozen=True)
+class OccupationRules:
+    """Who works: ages up to ``school_max`` are at school (``preschooler`` up to ``preschool_max``,
+    -1 for none) with a children's hobby; up to ``young_max`` students (share ``student_share``) or
+    apprentices; from ``retire_min`` retired; everyone between has a job."""
+
+    preschool_max: int = 4
+    school_max: int = 15
+    young_max: int = 24
+    student_share: float = 0.5
+    retire_min: int = 65
+
+    def __post_init__(self) -> None:
+        if not (self.preschool_max < self.school_max < self.young_max < self.retire_min):
+            raise InputError(
+                f"occupation rules need preschool_max < school_max < young_max < retire_min, got {asdict(self)}"
+            )
+        if not 0.0 <= self.student_share <= 1.0:
+            raise InputError(f"student_share must lie in [0, 1], got {self.student_share}")
+
+
+# SUBER: age > 60 retired, < 16 schoolchild, 16-24 student/apprentice 50/50, no preschoolers
+SUBER_RULES = OccupationRules(preschool_max=-1, school_max=15, young_max=24, student_share=0.5, retire_min=61)
+
+
+@dataclass
+class Population:
+    """A sampled population, column by column (Arrow for strings, numpy for numbers)."""
+
+    profile: str
+    seed: int
+    sex: np.ndarray  # uint8, 0 = M, 1 = F
+    age: np.ndarray  # int16
+    birth_year: np.ndarray  # int16
+    first_name: pa.Array
+    last_name: pa.Array
+    occupation: pa.Array
+    hobby: pa.Array
+    liked: pa.Array  # list<string>
+    disliked: pa.Array
+    settings: dict = field(default_factory=dict)
+    interest_prompt: np.ndarray | None = None  # SUBER profile: True where SUBER used its film/book-interest prompt
+
+    def __len__(self) -> int:
+        return int(self.age.size)
+
+    def to_arrow(self) -> pa.Table:
+        n = len(self)
+        return pa.table(
+            {
+                "user_id": pa.array(np.arange(n, dtype=np.int32)),
+                "first_name": self.first_name,
+                "last_name": self.last_name,
+                "sex": pa.array(np.array(SEX_CODES, dtype=object)).take(pa.array(self.sex)),
+                "age": pa.array(self.age.astype(np.int16)),
+                "birth_year": pa.array(self.birth_year.astype(np.int16)),
+                "occupation": self.occupation,
+                "hobby": self.hobby,
+                "liked": self.liked,
+                "disliked": self.disliked,
+                "profile": pa.array([self.profile], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32))),
+                "seed": pa.array(np.full(n, self.seed, dtype=np.int64)),
+            }
+        )
+
+
+def _strings(values: np.ndarray, codes: np.ndarray) -> pa.Array:
+    return pa.array(values, pa.string()).take(pa.array(codes))
+
+
+def _lists(names: np.ndarray, offsets: np.ndarray, flat: np.ndarray) -> pa.Array:
+    values = pa.array(names, pa.string()).take(pa.array(flat.astype(np.int64)))
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(counts)])
+
+
+def sample_age_sex(rng: np.random.Generator, n: int, census: AgeSexTable, age_min: int, age_max: int):
+    """Systematic sampling of sex-age cells (random start, step 1/n), then a random order."""
+    sex, ages, p = census.cells(age_min, age_max)
+    points = (rng.random() + np.arange(n)) / n
+    cell = np.minimum(np.searchsorted(np.cumsum(p), points, side="right"), p.size - 1)
+    cell = rng.permutation(cell)
+    return sex[cell], ages[cell].astype(np.int16)
+
+
+def balanced_bernoulli(rng: np.random.Generator, n: int, rates: np.ndarray) -> np.ndarray:
+    """An (n, k) boolean matrix whose column j is True with probability ``rates[j]`` for every row,
+    with floor or ceil of ``n * rates[j]`` Trues per column, columns independent.
+
+    Systematic sampling over an independent random order per column. One shared order would be
+    cheaper but wrong: with rational rates (0.9, 0.7, ...) the marks repeat with short periods and
+    the columns become dependent within a population, which biases the capped lists. Against i.i.d.
+    draws this cuts the spread of the observed like-rates by about 30 % (simulated, 60 seeds)."""
+    out = np.empty((n, rates.size), dtype=bool)
+    steps = np.arange(n + 1, dtype=np.float64)
+    for j, rate in enumerate(rates):
+        marks = np.floor(rng.random() + steps * rate)
+        out[rng.permutation(n), j] = np.diff(marks) > 0
+    return out
+
+
+def capped_lists(rng: np.random.Generator, chosen: np.ndarray, cap_liked: int | None, cap_disliked: int | None):
+    """Keep at most ``cap`` liked (True) and disliked (False) items per row, a uniform random subset in
+    random order. Returns ((offsets, flat) liked, (offsets, flat) disliked)."""
+    n, k = chosen.shape
+    if k > 16:
+        raise InputError(f"at most 16 genres fit the packed sort keys, got {k}")
+    # a random order per row: sort 28 random bits with the column index in the low 4 bits
+    # (one uint32 sort is ~7x faster than argsort; ties, p ~ 1e-7 per pair, fall back to column order)
+    keys = (rng.integers(0, 1 << 28, size=(n, k), dtype=np.uint32) << 4) | np.arange(k, dtype=np.uint32)
+    keys.sort(axis=1)
+    order = (keys & 15).astype(np.intp)
+    liked_sorted = np.take_along_axis(chosen, order, axis=1)
+    result = []
+    for mask, cap in ((liked_sorted, cap_liked), (~liked_sorted, cap_disliked)):
+        keep = mask if cap is None else mask & (np.cumsum(mask, axis=1, dtype=np.int8) <= cap)
+        result.append((_offsets(keep.sum(axis=1)), order[keep]))
+    return tuple(result)
+
+
+def like_lists(rng: np.random.Generator, n: int, prior: Prior, cap_liked: int | None = 4, cap_disliked: int | None = 4):
+    """Movie tastes: an independent (balanced) Bernoulli per genre, then the at-most-cap rule."""
+    chosen = balanced_bernoulli(rng, n, prior.values)
+    (lo, lf), (do, df) = capped_lists(rng, chosen, cap_liked, cap_disliked)
+    return _lists(prior.names, lo, lf), _lists(prior.names, do, df)
+
+
+def weighted_lists(
+    rng: np.random.Generator, n: int, prior: Prior, k_liked: int = 4, k_disliked: int = 4, chunk: int = 131_072
+):
+    """Book tastes: ``k_liked`` categories drawn without replacement proportionally to their weight,
+    then ``k_disliked`` more from the rest the same way (exponential race keys: the k smallest of
+    Exp(1)/w, in order, are a successive weighted draw)."""
+    weights = prior.values.astype(np.float64)
+    total = k_liked + k_disliked
+    if np.count_nonzero(weights) < total:
+        raise InputError(f"{prior.source}: {total} categories per user need at least {total} with a positive weight")
+    inv = np.where(weights > 0, 1.0 / np.where(weights > 0, weights, 1.0), np.inf).astype(np.float32)
+    picks = np.empty((n, total), dtype=np.int64)
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        keys = rng.standard_exponential((stop - start, weights.size), dtype=np.float32) * inv
+        part = np.argpartition(keys, total - 1, axis=1)[:, :total]
+        order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1)
+        picks[start:stop] = np.take_along_axis(part, order, axis=1)
+    liked = _lists(prior.names, np.arange(n + 1) * k_liked, picks[:, :k_liked].ravel())
+    disliked = _lists(prior.names, np.arange(n + 1) * k_disliked, picks[:, k_liked:].ravel())
+    return liked, disliked
+
+
+def assign_occupations(
+    rng_occ: np.random.Generator, rng_hobby: np.random.Generator, age: np.ndarray, lists: Lists, rules: OccupationRules
+):
+    """(occupation, hobby) Arrow columns under ``rules``; the job list and hobby lists drawn uniformly."""
+    n = age.size
+    vocab = np.concatenate([np.array(SPECIAL_OCCUPATIONS, dtype=object), lists.occupations])
+    codes = len(SPECIAL_OCCUPATIONS) + rng_occ.integers(0, lists.occupations.size, n)
+    young = (age > rules.school_max) & (age <= rules.young_max)
+    student = rng_occ.random(n) < rules.student_share
+    codes = np.where(young, np.where(student, 2, 3), codes)
+    codes = np.where(age <= rules.school_max, 0, codes)
+    codes = np.where(age <= rules.preschool_max, 1, codes)
+    codes = np.where(age >= rules.retire_min, 4, codes)
+    hobby_vocab = np.concatenate([lists.adult_hobbies, lists.child_hobbies])
+    hobby = rng_hobby.integers(0, lists.adult_hobbies.size, n)
+    child_hobby = lists.adult_hobbies.size + rng_hobby.integers(0, lists.child_hobbies.size, n)
+    hobby = np.where(age <= rules.school_max, child_hobby, hobby)
+    return _strings(vocab, codes), _strings(hobby_vocab, hobby)
+
+
+def sample_census_population(
+    n: int,
+    seed: int,
+    *,
+    census: AgeSexTable,
+    lists: Lists,
+    tastes: Prior | None,
+    age_min: int = 4,
+    age_max: int = 90,
+    rules: OccupationRules | None = None,
+    cap_liked: int | None = 4,
+    cap_disliked: int | None = 4,
+) -> Population:
+    """The default profile: census ages and sexes, SSA/Census names, rule-based jobs, prior tastes."""
+    if n < 1:
+        raise InputError(f"the number of users must be positive, got {n}")
+    rules = rules or OccupationRules()
+    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)]
+    r_age, r_birth, r_first, r_last, r_occ, r_hobby, r_taste = streams
+    sex, age = sample_age_sex(r_age, n, census, age_min, age_max)
+    # an age on July 1 means born that many years earlier, or one more if the birthday is still to come
+    birth_year = (census.year - age - (r_birth.random(n) < 0.5)).astype(np.int16)
+    occupation, hobby = assign_occupations(r_occ, r_hobby, age, lists, rules)
+    if tastes is None:
+        empty = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()))
+        liked = disliked = empty
+    elif tastes.kind == "like_rate":
+        liked, disliked = like_lists(r_taste, n, tastes, cap_liked, cap_disliked)
+    else:
+        liked, disliked = weighted_lists(r_taste, n, tastes, cap_liked or 4, cap_disliked or 4)
+    settings = {
+        "age_min": age_min,
+        "age_max": age_max,
+        "rules": asdict(rules),
+        "cap_liked": cap_liked,
+        "cap_disliked": cap_disliked,
+        "reference_year": census.year,
+    }
+    return Population(
+        profile="census",
+        seed=seed,
+        sex=sex,
+        age=age,
+        birth_year=birth_year,
+        first_name=sample_first_names(r_first, sex, birth_year),
+        last_name=sample_surnames(r_last, n),
+        occupation=occupation,
+        hobby=hobby,
+        liked=liked,
+        disliked=disliked,
+        settings=settings,
+    )

@@ -1,0 +1,49 @@
+"""The Dagster asset ``users`` and its checks, materialised for real."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from pipelines import users as users_pipeline
+from pipelines.resources import StorageResource, UsersResource
+
+
+def test_materialize_users_with_checks(tmp_path):
+    resources = {
+        "storage": StorageResource(data_dir=str(tmp_path), domain="movies", release="test"),
+        "users": UsersResource(count=2_000, seed=5, profile="census"),
+    }
+    result = dg.materialize([*users_pipeline.assets, *users_pipeline.checks], resources=resources)
+    assert result.success
+    folder = tmp_path / "movies" / "test"
+    assert pq.read_metadata(folder / "users.parquet").num_rows == 2_000
+    materialization = result.asset_materializations_for_node("users")[0]
+    metadata = materialization.metadata
+    assert metadata["rows"].value == 2_000 and metadata["up_to_date"].value is False
+    assert "data:image/png;base64," in metadata["age_pyramid"].value
+    assert "user_id" in metadata["preview"].value and "first_name" in metadata["preview"].value
+    evaluations = result.get_asset_check_evaluations()
+    assert {e.check_name for e in evaluations} == {
+        "users_age_sex",
+        "users_like_rates",
+        "users_occupation_rules",
+        "users_name_duplicates",
+    }
+    assert all(e.passed for e in evaluations)
+
+    again = dg.materialize(users_pipeline.assets, resources=resources)
+    assert again.asset_materializations_for_node("users")[0].metadata["up_to_date"].value is True
+
+
+def test_materialize_suber_books(tmp_path, suber_lists_dir):
+    resources = {
+        "storage": StorageResource(data_dir=str(tmp_path), domain="books", release="test"),
+        "users": UsersResource(count=600, seed=42, profile="suber", suber_lists=str(suber_lists_dir)),
+    }
+    result = dg.materialize([*users_pipeline.assets, *users_pipeline.checks], resources=resources)
+    assert result.success
+    table = pq.read_table(tmp_path / "books" / "test" / "users.parquet")
+    assert table["occupation"][0].as_py() == "CIO (Chief Information Officer)" and table["age"][0].as_py() == 30
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks["users_occupation_rules"] and checks["users_age_sex"]

@@ -1,0 +1,181 @@
+"""The census profile: marginals against their targets, rules, determinism, names, tastes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+
+from suber_data.errors import InputError
+from suber_data.users import checks as C
+from suber_data.users.build import UsersConfig, age_sex_target, load_inputs, run_checks, sample
+from suber_data.users.lists import Prior, book_category_prior, movie_genre_prior, project_lists
+from suber_data.users.sampler import OccupationRules, balanced_bernoulli, capped_lists, weighted_lists
+
+
+@pytest.fixture(scope="module")
+def population_100k():
+    config = UsersConfig(count=100_000, seed=7)
+    inputs = load_inputs(config)
+    return config, inputs, sample(config, inputs).to_arrow()
+
+
+def test_100k_census_users_match_their_targets(population_100k):
+    config, inputs, table = population_100k
+    tvd = C.check_age_sex(table, age_sex_target(config, inputs), systematic=True)
+    assert tvd.passed and tvd.observed < 0.01, tvd
+    rows = C.like_rate_rows(table, inputs.tastes, cap_liked=4, cap_disliked=4, confidence=0.99)
+    assert len(rows) == 24
+    outside = [r for r in rows if not r.inside]
+    assert not outside, outside  # every genre, liked and disliked list, inside its own 99% interval
+    results, _ = run_checks(table, config, inputs)
+    assert all(r.passed for r in results), [r for r in results if not r.passed]
+
+
+def test_age_range_rules_and_sex(population_100k):
+    _, _, table = population_100k
+    age = table["age"].to_numpy()
+    assert age.min() == 4 and age.max() == 90
+    assert set(table["sex"].to_pylist()) == {"M", "F"}
+    female_share = pc.mean(pc.equal(table["sex"], "F").cast("int8")).as_py()
+    assert 0.50 < female_share < 0.52  # US 2019, ages 4-90: about 50.8 % female
+    job = np.asarray(table["occupation"].to_pylist(), dtype=object)
+    assert (job[(age >= 5) & (age <= 15)] == "schoolchild").all()
+    assert (job[age == 4] == "preschooler").all()
+    assert (job[age >= 65] == "retired").all()
+    assert not np.isin(job[(age >= 25) & (age <= 64)], ["retired", "schoolchild", "student", "apprentice"]).any()
+    young = job[(age >= 16) & (age <= 24)]
+    assert 0.48 < (young == "student").mean() < 0.52
+    adult_hobbies = set(project_lists().adult_hobbies)
+    hobbies = np.asarray(table["hobby"].to_pylist(), dtype=object)
+    assert set(hobbies[age > 15]) <= adult_hobbies
+    assert len(set(hobbies[age > 15])) > 600  # most of the 698 adult hobbies appear
+
+
+def test_birth_year_and_names_fit_the_person(population_100k):
+    _, _, table = population_100k
+    age = table["age"].to_numpy()
+    birth = table["birth_year"].to_numpy()
+    assert set(np.unique(2019 - age - birth)) == {0, 1}
+    first = np.asarray(table["first_name"].to_pylist(), dtype=object)
+    sex = np.asarray(table["sex"].to_pylist(), dtype=object)
+    old_women = first[(sex == "F") & (birth < 1945)]
+    young_women = first[(sex == "F") & (birth > 2005)]
+    # Mary, Dorothy, Betty were the girls' names of the 1920s-40s; Emma, Olivia of the 2000s-10s
+    assert np.isin(old_women, ["Mary", "Dorothy", "Betty"]).mean() > 0.08
+    assert np.isin(young_women, ["Mary", "Dorothy", "Betty"]).mean() < 0.01
+    assert np.isin(young_women, ["Emma", "Olivia", "Isabella"]).mean() > 0.02
+    assert not np.isin(first[sex == "M"], ["Mary", "Emma"]).mean() > 0.001
+    last = np.asarray(table["last_name"].to_pylist(), dtype=object)
+    assert 0.006 < (last == "Smith").mean() < 0.014  # 1.006 % in the 1990 census list
+    assert (last == "Mcdonald").sum() == 0 and (last == "McDonald").sum() > 0
+
+
+def test_same_seed_same_population_other_seed_differs():
+    config = UsersConfig(count=2_000, seed=3)
+    a, b = sample(config).to_arrow(), sample(config).to_arrow()
+    assert a.equals(b)
+    c = sample(UsersConfig(count=2_000, seed=4)).to_arrow()
+    assert not a["age"].equals(c["age"]) and not a["first_name"].equals(c["first_name"])
+
+
+def test_changing_tastes_leaves_everything_else(tmp_path):
+    """Each part has its own stream: another genre prior changes only the taste lists."""
+    prior = tmp_path / "prior.csv"
+    prior.write_text("genre,liked\ncomedy,0.5\nhorror,0.1\n")
+    base = sample(UsersConfig(count=1_000, seed=11)).to_arrow()
+    other = sample(UsersConfig(count=1_000, seed=11, genre_prior=str(prior))).to_arrow()
+    for column in ("age", "sex", "first_name", "last_name", "occupation", "hobby", "birth_year"):
+        assert base[column].equals(other[column]), column
+    assert not base["liked"].equals(other["liked"])
+    assert set(pc.list_flatten(other["liked"]).to_pylist()) <= {"comedy", "horror"}
+
+
+def test_custom_rules_and_bad_rules():
+    rules = OccupationRules(preschool_max=-1, school_max=17, young_max=21, student_share=1.0, retire_min=70)
+    table = sample(UsersConfig(count=5_000, seed=1, rules=rules)).to_arrow()
+    age, job = table["age"].to_numpy(), np.asarray(table["occupation"].to_pylist(), dtype=object)
+    assert (job[(age >= 18) & (age <= 21)] == "student").all()
+    assert (job[(age >= 66) & (age <= 69)] != "retired").all()
+    assert C.check_occupation_rules(table, rules).passed
+    assert not C.check_occupation_rules(table, OccupationRules()).passed  # 66-year-olds at work break the default
+    with pytest.raises(InputError, match="preschool_max < school_max"):
+        OccupationRules(school_max=30, young_max=24)
+
+
+def test_occupation_check_catches_violations():
+    table = sample(UsersConfig(count=500, seed=2)).to_arrow()
+    job = table["occupation"].to_pylist()
+    age = table["age"].to_pylist()
+    i = next(k for k, a in enumerate(age) if 30 <= a <= 50)
+    job[i] = "retired"
+    j = next(k for k, a in enumerate(age) if 6 <= a <= 12)
+    job[j] = "Pilot"
+    import pyarrow as pa
+
+    broken = table.set_column(table.schema.get_field_index("occupation"), "occupation", pa.array(job))
+    result = C.check_occupation_rules(broken, OccupationRules())
+    assert not result.passed
+    assert result.observed["working_age_without_job"] == 1 and result.observed["child_not_at_school"] == 1
+
+
+def test_balanced_bernoulli_and_cap_marginals():
+    rng = np.random.default_rng(0)
+    rates = np.array([0.9, 0.52, 0.1, 0.7])
+    chosen = balanced_bernoulli(rng, 10_001, rates)
+    counts = chosen.sum(axis=0)
+    assert (np.abs(counts - 10_001 * rates) <= 1).all()  # floor or ceil of n * rate
+    assert abs(np.corrcoef(chosen[:, 0], chosen[:, 1])[0, 1]) < 0.03  # independent across genres
+    (lo, lf), (do, df) = capped_lists(rng, chosen, 2, 1)
+    assert (np.diff(lo) <= 2).all() and (np.diff(do) <= 1).all()
+    assert (np.diff(lo) == np.minimum(chosen.sum(axis=1), 2)).all()
+
+
+def test_capped_inclusion_matches_brute_force():
+    rates = np.array([0.9, 0.8, 0.6, 0.5, 0.3])
+    n = 400_000
+    chosen = np.random.default_rng(5).random((n, rates.size)) < rates
+    (lo, lf), _ = capped_lists(np.random.default_rng(6), chosen, 2, None)
+    observed = np.bincount(lf, minlength=rates.size) / n
+    expected = C.capped_inclusion(rates, 2)
+    assert np.allclose(observed, expected, atol=0.004), (observed, expected)
+
+
+def test_book_tastes_are_weighted_and_disjoint():
+    prior = book_category_prior()
+    assert prior.names.size == 65 and prior.values.sum() == 58_284
+    liked, disliked = weighted_lists(np.random.default_rng(1), 20_000, prior)
+    liked_l, disliked_l = liked.to_pylist(), disliked.to_pylist()
+    assert all(len(a) == 4 and len(b) == 4 and not set(a) & set(b) for a, b in zip(liked_l, disliked_l, strict=True))
+    fiction = sum("Fiction" in a for a in liked_l) / 20_000
+    assert 0.55 < fiction < 0.63  # SUBER's shipped file: 340 of 600 (0.57)
+    rare = sum("House" in a for a in liked_l) / 20_000
+    assert rare < 0.02
+    with pytest.raises(InputError, match="at least 8"):
+        weighted_lists(np.random.default_rng(1), 10, Prior(prior.names[:5], prior.values[:5], "weight", "x"))
+
+
+def test_books_population_and_genre_prior_file():
+    table = sample(UsersConfig(count=3_000, seed=5, domain="books")).to_arrow()
+    assert set(pc.list_value_length(table["liked"]).to_pylist()) == {4}
+    assert movie_genre_prior().names.tolist()[:3] == ["comedy", "adventure", "action"]
+
+
+def test_name_duplicate_check_flags_a_tiny_name_pool():
+    table = sample(UsersConfig(count=3_000, seed=9)).to_arrow()
+    assert C.check_name_duplicates(table).passed
+    import pyarrow as pa
+
+    # first and last names tied together: every Ann is a Lee, every Bob a Kim
+    broken = table.set_column(1, "first_name", pa.array(["Ann"] * 1_500 + ["Bob"] * 1_500))
+    broken = broken.set_column(2, "last_name", pa.array(["Lee"] * 1_500 + ["Kim"] * 1_500))
+    assert not C.check_name_duplicates(broken).passed
+
+
+def test_bad_config():
+    with pytest.raises(InputError, match="profile 'llm' is unknown"):
+        UsersConfig(profile="llm")
+    with pytest.raises(InputError, match="domain 'music'"):
+        UsersConfig(domain="music")
+    with pytest.raises(InputError, match="age range 4-120"):
+        sample(UsersConfig(count=10, age_max=120))
