@@ -89,6 +89,24 @@ def first_name_table() -> FirstNameTable:
 class SurnameTable:
     names: pa.Array
     cumulative: np.ndarray  # normalised to end at 1.0
+    accept: np.ndarray  # Walker/Vose alias table: keep slot i with probability accept[i], else alias[i]
+    alias: np.ndarray
+
+
+def alias_table(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vose's alias method: O(1) draws from a fixed discrete distribution (built once, O(k))."""
+    k = weights.size
+    scaled = weights * (k / weights.sum())
+    accept = np.ones(k)
+    alias = np.arange(k)
+    small = [i for i in range(k) if scaled[i] < 1.0]
+    large = [i for i in range(k) if scaled[i] >= 1.0]
+    while small and large:
+        s, g = small.pop(), large.pop()
+        accept[s], alias[s] = scaled[s], g
+        scaled[g] -= 1.0 - scaled[s]
+        (small if scaled[g] < 1.0 else large).append(g)
+    return accept, alias
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,7 +124,8 @@ def surname_table() -> SurnameTable:
     covered = 90.483  # the list's cumulative percentage, from its last line
     if zero.any():
         weights[zero] = max(covered - weights.sum(), 0.0) / zero.sum() or 1e-6
-    return SurnameTable(names=pa.array(names), cumulative=np.cumsum(weights) / weights.sum())
+    accept, alias = alias_table(weights)
+    return SurnameTable(pa.array(names), np.cumsum(weights) / weights.sum(), accept, alias)
 
 
 def sample_first_names(rng: np.random.Generator, sex: np.ndarray, birth_year: np.ndarray) -> pa.Array:
@@ -124,8 +143,9 @@ def sample_first_names(rng: np.random.Generator, sex: np.ndarray, birth_year: np
 def sample_surnames(rng: np.random.Generator, n: int) -> pa.Array:
     """``n`` surnames drawn with their 1990 Census frequencies."""
     table = surname_table()
-    idx = np.searchsorted(table.cumulative, rng.random(n), side="right")
-    return table.names.take(pa.array(np.minimum(idx, table.cumulative.size - 1)))
+    slot = rng.integers(0, table.accept.size, n)
+    idx = np.where(rng.random(n) < table.accept[slot], slot, table.alias[slot])
+    return table.names.take(pa.array(idx))
 
 
 def name_sources() -> dict[str, dict]:

@@ -15,6 +15,7 @@ Better than SUBER's sampler, and why:
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -125,18 +126,22 @@ def sample_age_sex(rng: np.random.Generator, n: int, census: AgeSexTable, age_mi
 
 def balanced_bernoulli(rng: np.random.Generator, n: int, rates: np.ndarray) -> np.ndarray:
     """An (n, k) boolean matrix whose column j is True with probability ``rates[j]`` for every row,
-    with floor or ceil of ``n * rates[j]`` Trues per column, columns independent.
+    columns independent, each column holding exactly ``floor(n * rates[j] + u)`` Trues (u uniform).
 
-    Systematic sampling over an independent random order per column. One shared order would be
-    cheaper but wrong: with rational rates (0.9, 0.7, ...) the marks repeat with short periods and
-    the columns become dependent within a population, which biases the capped lists. Against i.i.d.
-    draws this cuts the spread of the observed like-rates by about 30 % (simulated, 60 seeds)."""
-    out = np.empty((n, rates.size), dtype=bool)
-    steps = np.arange(n + 1, dtype=np.float64)
+    Each column is a uniformly random subset of that size: i.i.d. Bernoulli draws, then the few
+    hundred Trues (or Falses) beyond the target count flipped back at random; by symmetry the
+    result is uniform over subsets of the target size. Against plain i.i.d. draws this cuts the
+    spread of the observed like-rates by about 30 % (simulated over 60 seeds)."""
+    out = np.empty((rates.size, n), dtype=bool)
     for j, rate in enumerate(rates):
-        marks = np.floor(rng.random() + steps * rate)
-        out[rng.permutation(n), j] = np.diff(marks) > 0
-    return out
+        column = rng.random(n) < rate
+        target = int(np.floor(n * rate + rng.random()))
+        excess = int(column.sum()) - target
+        if excess:
+            pool = np.flatnonzero(column if excess > 0 else ~column)
+            column[pool[rng.choice(pool.size, abs(excess), replace=False)]] = excess < 0
+        out[j] = column
+    return out.T
 
 
 def capped_lists(rng: np.random.Generator, chosen: np.ndarray, cap_liked: int | None, cap_disliked: int | None):
@@ -149,13 +154,24 @@ def capped_lists(rng: np.random.Generator, chosen: np.ndarray, cap_liked: int | 
     # (one uint32 sort is ~7x faster than argsort; ties, p ~ 1e-7 per pair, fall back to column order)
     keys = (rng.integers(0, 1 << 28, size=(n, k), dtype=np.uint32) << 4) | np.arange(k, dtype=np.uint32)
     keys.sort(axis=1)
-    order = (keys & 15).astype(np.intp)
-    liked_sorted = np.take_along_axis(chosen, order, axis=1)
-    result = []
-    for mask, cap in ((liked_sorted, cap_liked), (~liked_sorted, cap_disliked)):
-        keep = mask if cap is None else mask & (np.cumsum(mask, axis=1, dtype=np.int8) <= cap)
-        result.append((_offsets(keep.sum(axis=1)), order[keep]))
-    return tuple(result)
+    order = np.ascontiguousarray((keys & 15).astype(np.uint8).T)  # (k, n): the column at each rank
+    flat_chosen = np.ascontiguousarray(chosen).reshape(-1)
+    row_base = np.arange(n, dtype=np.int64) * k
+    total_liked = chosen.sum(axis=1, dtype=np.int16)
+    kinds = []
+    for total, cap in ((total_liked, cap_liked), (k - total_liked, cap_disliked)):
+        counts = total if cap is None else np.minimum(total, cap)
+        offsets = _offsets(counts)
+        kinds.append((counts, offsets, np.empty(int(offsets[-1]), dtype=np.uint8), np.zeros(n, dtype=np.int16)))
+    # walk the ranks: an item is kept while fewer than ``cap`` of its kind came before it
+    for rank in range(k):
+        column = order[rank]
+        liked = flat_chosen[row_base + column]
+        for hit, (counts, offsets, flat, seen) in zip((liked, ~liked), kinds, strict=True):
+            seen += hit
+            rows = np.flatnonzero(hit & (seen <= counts))
+            flat[offsets[rows] + seen[rows] - 1] = column[rows]
+    return tuple((offsets, flat) for _, offsets, flat, _ in kinds)
 
 
 def like_lists(rng: np.random.Generator, n: int, prior: Prior, cap_liked: int | None = 4, cap_disliked: int | None = 4):
@@ -208,6 +224,15 @@ def assign_occupations(
     return _strings(vocab, codes), _strings(hobby_vocab, hobby)
 
 
+def _tastes(rng: np.random.Generator, n: int, tastes: Prior | None, cap_liked: int | None, cap_disliked: int | None):
+    if tastes is None:
+        empty = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()))
+        return empty, empty
+    if tastes.kind == "like_rate":
+        return like_lists(rng, n, tastes, cap_liked, cap_disliked)
+    return weighted_lists(rng, n, tastes, cap_liked or 4, cap_disliked or 4)
+
+
 def sample_census_population(
     n: int,
     seed: int,
@@ -228,16 +253,17 @@ def sample_census_population(
     streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)]
     r_age, r_birth, r_first, r_last, r_occ, r_hobby, r_taste = streams
     sex, age = sample_age_sex(r_age, n, census, age_min, age_max)
-    # an age on July 1 means born that many years earlier, or one more if the birthday is still to come
-    birth_year = (census.year - age - (r_birth.random(n) < 0.5)).astype(np.int16)
-    occupation, hobby = assign_occupations(r_occ, r_hobby, age, lists, rules)
-    if tastes is None:
-        empty = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()))
-        liked = disliked = empty
-    elif tastes.kind == "like_rate":
-        liked, disliked = like_lists(r_taste, n, tastes, cap_liked, cap_disliked)
-    else:
-        liked, disliked = weighted_lists(r_taste, n, tastes, cap_liked or 4, cap_disliked or 4)
+    # tastes do not depend on the person: draw them on a second thread while the rest is drawn here
+    # (each part has its own generator, so the result does not depend on scheduling; numpy and Arrow
+    # release the GIL in the heavy calls)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        taste_future = pool.submit(_tastes, r_taste, n, tastes, cap_liked, cap_disliked)
+        # an age on July 1 means born that many years earlier, or one more if the birthday is still to come
+        birth_year = (census.year - age - (r_birth.random(n) < 0.5)).astype(np.int16)
+        occupation, hobby = assign_occupations(r_occ, r_hobby, age, lists, rules)
+        first_name = sample_first_names(r_first, sex, birth_year)
+        last_name = sample_surnames(r_last, n)
+        liked, disliked = taste_future.result()
     settings = {
         "age_min": age_min,
         "age_max": age_max,
@@ -252,8 +278,8 @@ def sample_census_population(
         sex=sex,
         age=age,
         birth_year=birth_year,
-        first_name=sample_first_names(r_first, sex, birth_year),
-        last_name=sample_surnames(r_last, n),
+        first_name=first_name,
+        last_name=last_name,
         occupation=occupation,
         hobby=hobby,
         liked=liked,

@@ -179,3 +179,15 @@ def test_bad_config():
         UsersConfig(domain="music")
     with pytest.raises(InputError, match="age range 4-120"):
         sample(UsersConfig(count=10, age_max=120))
+
+
+def test_surname_alias_table_reproduces_the_census_frequencies():
+    from suber_data.users.names import alias_table, surname_table
+
+    table = surname_table()
+    k = table.accept.size
+    implied = table.accept / k + np.bincount(table.alias, weights=(1 - table.accept) / k, minlength=k)
+    assert np.allclose(implied, np.diff(np.concatenate([[0.0], table.cumulative])), atol=1e-12)
+    accept, alias = alias_table(np.array([1.0, 2.0, 7.0]))
+    implied = accept / 3 + np.bincount(alias, weights=(1 - accept) / 3, minlength=3)
+    assert np.allclose(implied, [0.1, 0.2, 0.7])
