@@ -163,7 +163,8 @@ class Embedder:
 
     @property
     def dimension(self) -> int:
-        dim = self.model.get_sentence_embedding_dimension()
+        getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        dim = getter()
         if dim is None:  # pragma: no cover - every pooled model reports it
             dim = int(self.encode(["dimension probe"]).shape[1])
         return int(dim)

@@ -130,7 +130,7 @@ def make_tiny_t5(folder: Path, seed: int = 0, out_dim: int = 24) -> Path:
     )
     T5EncoderModel(config).save_pretrained(hf_dir)
     transformer = models.Transformer(str(hf_dir), max_seq_length=64)
-    pooling = models.Pooling(transformer.get_word_embedding_dimension(), pooling_mode="mean")
+    pooling = models.Pooling(16, pooling_mode="mean")  # d_model
     dense = models.Dense(16, out_dim, bias=False, activation_function=torch.nn.Identity())
     model = SentenceTransformer(modules=[transformer, pooling, dense, models.Normalize()], device="cpu")
     out = folder / "st"
