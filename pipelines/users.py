@@ -47,7 +47,7 @@ def users_asset(
         "path": str(result.path),
         "rows": result.counts.get("users", 0),
     }
-    preview = pq.read_table(result.path).slice(0, 10).to_pandas()
+    preview = next(pq.ParquetFile(result.path).iter_batches(batch_size=10)).to_pandas()
     metadata["preview"] = dg.MetadataValue.md(preview.to_markdown(index=False))
     for name, path in result.plots.items():
         metadata[name] = dg.MetadataValue.md(png_markdown(path, name))

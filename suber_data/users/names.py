@@ -49,6 +49,9 @@ class FirstNameTable:
     group_total: np.ndarray
     first_year: int
     last_year: int
+    slot_start: np.ndarray  # guide table (Chen-Asau): a group of m names owns m slots from slot_start
+    slot_count: np.ndarray
+    guide: np.ndarray  # slot -> first name index whose cumulative count passes the slot's lower edge
 
     def group_id(self, sex: np.ndarray, birth_year: np.ndarray) -> np.ndarray:
         """Group of a (sex, birth year): year-major, female first (the order of the SSA file)."""
@@ -75,6 +78,11 @@ def first_name_table() -> FirstNameTable:
     if (group_total <= 0).any():
         raise SuberDataError(f"{path}: some sex/year has no names; the package data looks incomplete")
     group_start = np.concatenate([[0.0], np.cumsum(group_total)[:-1]])
+    slot_count = np.bincount(group, minlength=n_groups)
+    slot_start = np.concatenate([[0], np.cumsum(slot_count)[:-1]])
+    slot_group = np.repeat(np.arange(n_groups), slot_count)
+    edge = (np.arange(slot_group.size) - slot_start[slot_group]) / slot_count[slot_group]
+    guide = np.searchsorted(cumulative, group_start[slot_group] + edge * group_total[slot_group], side="right")
     return FirstNameTable(
         names=names,
         cumulative=cumulative,
@@ -82,6 +90,9 @@ def first_name_table() -> FirstNameTable:
         group_total=group_total,
         first_year=first,
         last_year=last,
+        slot_start=slot_start,
+        slot_count=slot_count,
+        guide=guide.astype(np.int64),
     )
 
 
@@ -132,12 +143,18 @@ def sample_first_names(rng: np.random.Generator, sex: np.ndarray, birth_year: np
     """One first name per person, drawn with SSA frequencies for their sex and birth year."""
     table = first_name_table()
     group = table.group_id(sex, birth_year)
-    target = table.group_start[group] + rng.random(sex.size) * table.group_total[group]
-    # searching group by group keeps each binary search inside one cached stretch of the table (4x faster)
-    order = np.argsort(group, kind="stable")
-    idx = np.empty(sex.size, dtype=np.int64)
-    idx[order] = np.searchsorted(table.cumulative, target[order], side="right")
-    return table.names.take(pa.array(np.minimum(idx, table.cumulative.size - 1)))
+    u = rng.random(sex.size)
+    target = table.group_start[group] + u * table.group_total[group]
+    # guide-table search: start at the slot's first candidate and step forward while the cumulative
+    # count is still at or below the target (about one step on average; replaces a 21-level binary
+    # search with cache misses at every level)
+    idx = table.guide[table.slot_start[group] + (u * table.slot_count[group]).astype(np.int64)]
+    last = table.cumulative.size - 1
+    behind = np.flatnonzero(table.cumulative[idx] <= target)
+    while behind.size:
+        idx[behind] = np.minimum(idx[behind] + 1, last)
+        behind = behind[(table.cumulative[idx[behind]] <= target[behind]) & (idx[behind] < last)]
+    return table.names.take(pa.array(idx))
 
 
 def sample_surnames(rng: np.random.Generator, n: int) -> pa.Array:

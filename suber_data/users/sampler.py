@@ -146,32 +146,33 @@ def balanced_bernoulli(rng: np.random.Generator, n: int, rates: np.ndarray) -> n
 
 def capped_lists(rng: np.random.Generator, chosen: np.ndarray, cap_liked: int | None, cap_disliked: int | None):
     """Keep at most ``cap`` liked (True) and disliked (False) items per row, a uniform random subset in
-    random order. Returns ((offsets, flat) liked, (offsets, flat) disliked)."""
+    random order. Returns ((offsets, flat) liked, (offsets, flat) disliked).
+
+    One uint32 sort per row does it: the key is [not chosen: 1 bit][random: 27 bits][column: 4 bits],
+    so each row sorts into its liked items in random order, then its disliked items in random order,
+    and the lists are the first ``cap`` of each run. (Ties of the 27 random bits, p ~ 5e-7 per row,
+    fall back to column order.)"""
     n, k = chosen.shape
     if k > 16:
         raise InputError(f"at most 16 genres fit the packed sort keys, got {k}")
-    # a random order per row: sort 28 random bits with the column index in the low 4 bits
-    # (one uint32 sort is ~7x faster than argsort; ties, p ~ 1e-7 per pair, fall back to column order)
-    keys = (rng.integers(0, 1 << 28, size=(n, k), dtype=np.uint32) << 4) | np.arange(k, dtype=np.uint32)
+    keys = rng.integers(0, 1 << 27, size=(n, k), dtype=np.uint32)
+    keys <<= 4
+    keys += np.arange(k, dtype=np.uint32)
+    np.add(keys, np.uint32(1 << 31), out=keys, where=~chosen)  # in place: no 48 MB temporaries
     keys.sort(axis=1)
-    order = np.ascontiguousarray((keys & 15).astype(np.uint8).T)  # (k, n): the column at each rank
-    flat_chosen = np.ascontiguousarray(chosen).reshape(-1)
-    row_base = np.arange(n, dtype=np.int64) * k
-    total_liked = chosen.sum(axis=1, dtype=np.int16)
-    kinds = []
-    for total, cap in ((total_liked, cap_liked), (k - total_liked, cap_disliked)):
-        counts = total if cap is None else np.minimum(total, cap)
-        offsets = _offsets(counts)
-        kinds.append((counts, offsets, np.empty(int(offsets[-1]), dtype=np.uint8), np.zeros(n, dtype=np.int16)))
-    # walk the ranks: an item is kept while fewer than ``cap`` of its kind came before it
-    for rank in range(k):
-        column = order[rank]
-        liked = flat_chosen[row_base + column]
-        for hit, (counts, offsets, flat, seen) in zip((liked, ~liked), kinds, strict=True):
-            seen += hit
-            rows = np.flatnonzero(hit & (seen <= counts))
-            flat[offsets[rows] + seen[rows] - 1] = column[rows]
-    return tuple((offsets, flat) for _, offsets, flat, _ in kinds)
+    columns = (keys & 15).astype(np.uint8)
+    del keys
+    n_liked = chosen.sum(axis=1, dtype=np.int16)[:, None]
+    n_disliked = k - n_liked
+    take_liked = n_liked if cap_liked is None else np.minimum(n_liked, cap_liked)
+    take_disliked = n_disliked if cap_disliked is None else np.minimum(n_disliked, cap_disliked)
+    rank = np.arange(k, dtype=np.int16)[None, :]
+    liked_mask = rank < take_liked
+    disliked_mask = (rank >= n_liked) & (rank < n_liked + take_disliked)
+    return (
+        (_offsets(take_liked[:, 0]), columns[liked_mask]),
+        (_offsets(take_disliked[:, 0]), columns[disliked_mask]),
+    )
 
 
 def like_lists(rng: np.random.Generator, n: int, prior: Prior, cap_liked: int | None = 4, cap_disliked: int | None = 4):

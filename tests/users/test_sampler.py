@@ -191,3 +191,19 @@ def test_surname_alias_table_reproduces_the_census_frequencies():
     accept, alias = alias_table(np.array([1.0, 2.0, 7.0]))
     implied = accept / 3 + np.bincount(alias, weights=(1 - accept) / 3, minlength=3)
     assert np.allclose(implied, [0.1, 0.2, 0.7])
+
+
+def test_first_name_guide_search_equals_binary_search():
+    from suber_data.users.names import first_name_table, sample_first_names
+
+    table = first_name_table()
+    rng = np.random.default_rng(3)
+    sex = rng.integers(0, 2, 50_000).astype(np.uint8)
+    birth = rng.integers(1870, 2030, 50_000)  # outside 1880-2017 too (clamped)
+    names = sample_first_names(np.random.default_rng(4), sex, birth).to_numpy(zero_copy_only=False)
+    # the same uniforms through a plain binary search over the cumulative counts
+    u = np.random.default_rng(4).random(50_000)
+    group = table.group_id(sex, birth)
+    target = table.group_start[group] + u * table.group_total[group]
+    expected = table.names.take(np.searchsorted(table.cumulative, target, side="right")).to_numpy(zero_copy_only=False)
+    assert (names == expected).all()
