@@ -176,9 +176,10 @@ def check_like_rates(rows: list[RateRow], *, confidence: float = 0.99) -> CheckR
         half = (r.high - r.target - 0.5 / max(r.n, 1)) * z_family / z_single + 0.5 / max(r.n, 1)
         if abs(r.observed - r.target) > half:
             failing.append(r)
+    worst = max((abs(r.observed - r.target) for r in rows), default=0.0)
     detail = (
         f"{len(rows) - len(outside)}/{len(rows)} rates inside their individual {confidence:.0%} binomial interval, "
-        f"{len(rows) - len(failing)}/{len(rows)} inside the family-wise one"
+        f"{len(rows) - len(failing)}/{len(rows)} inside the family-wise one; largest |observed - target| {worst:.4f}"
     )
     if outside:
         detail += "; outside: " + ", ".join(
@@ -214,9 +215,8 @@ def check_occupation_rules(table: pa.Table, rules: OccupationRules) -> CheckResu
         f"rules: <= {rules.school_max} at school, {rules.school_max + 1}-{rules.young_max} student/apprentice, "
         f">= {rules.retire_min} retired, others employed"
     )
-    if total:
-        detail += "; violations: " + ", ".join(f"{k}={v}" for k, v in violations.items() if v)
-    return CheckResult("occupation_rules", total == 0, violations, 0, detail)
+    detail += "; violations: " + (", ".join(f"{k}={v}" for k, v in violations.items() if v) or "none")
+    return CheckResult("occupation_rules", total == 0, total, 0, detail)
 
 
 def _same_pair_probability(values: pa.ChunkedArray | pa.Array) -> float:
@@ -262,5 +262,9 @@ def users_report(results: list[CheckResult], title: str = "users: checks"):
 
 
 def _short(value: Any, limit: int = 60) -> str:
+    if isinstance(value, dict) and len(value) > 4:
+        return f"{len(value)} values (in the manifest)"
+    if isinstance(value, dict):
+        value = ", ".join(f"{k}={v}" for k, v in value.items())
     text = str(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
