@@ -1,6 +1,7 @@
 """Turn CLI options into resources and an asset selection, run it in-process with Dagster, report."""
 
 import logging
+import os
 from dataclasses import dataclass
 
 import dagster as dg
@@ -10,6 +11,7 @@ from rich.table import Table
 from pipelines import definitions
 from pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
 from suber_data.errors import SuberDataError
+from suber_data.movies.tmdb import DEFAULT_BASE_URL
 
 # What each --only value stops after; the catalog always follows.
 ONLY_TARGETS = {
@@ -42,7 +44,9 @@ def resources_for(o: BuildOptions) -> dict:
     llm = LLMResource(backend=o.llm or "template", model=o.model, base_url=o.llm_base_url)
     return {
         "storage": StorageResource(data_dir=o.data_dir, domain=o.domain, release=o.release),
-        "tmdb": TMDBResource(enabled=o.tmdb, rate_limit=o.tmdb_rate),
+        "tmdb": TMDBResource(
+            enabled=o.tmdb, rate_limit=o.tmdb_rate, base_url=os.environ.get("TMDB_BASE_URL") or DEFAULT_BASE_URL
+        ),
         "users": UsersResource(count=o.users or 600, seed=o.seed, profile=o.profile, suber_lists=o.suber_lists),
         "llm": llm,
         "embedder": EmbedderResource(model=o.embedding_model) if o.embedding_model else EmbedderResource(),
@@ -104,7 +108,7 @@ def run_build(o: BuildOptions, *, console: Console, out: Console) -> dg.ExecuteI
         selection=dg.AssetSelection.assets(*keys),
         resources=resources_for(o),
         raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
     )
     if not result.success:
         raise SuberDataError(_first_failure(result))
@@ -116,10 +120,10 @@ def _first_failure(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
         if event.is_step_failure:
             error = event.step_failure_data.error
-            cause = error
-            while cause.cause is not None:  # Dagster wraps the user's exception; show the innermost message
-                cause = cause.cause
-            return f"step {event.step_key} failed: {cause.message.strip().splitlines()[-1]}"
+            # Dagster wraps the step's exception: show the first error below its wrappers
+            while error.cause is not None and (error.cls_name or "").startswith("Dagster"):
+                error = error.cause
+            return f"step {event.step_key} failed: {error.message.strip().splitlines()[-1]}"
     return "the build failed (no step failure recorded)"
 
 

@@ -44,8 +44,13 @@ def default_resources() -> dict[str, dg.ConfigurableResource]:
 
 ASSETS, CHECKS = build_assets()
 
-build_movies_job = dg.define_asset_job(
-    "build_movies", selection=dg.AssetSelection.all(), description="Build everything"
+movie_corpus_job = dg.define_asset_job(
+    "movie_corpus",
+    selection=dg.AssetSelection.groups("movies", "catalog"),
+    description="MovieLens (+ TMDB) items and ratings, then the catalog",
 )
+build_all_job = dg.define_asset_job("build_all", selection=dg.AssetSelection.all(), description="Every step")
 
-defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, resources=default_resources(), jobs=[build_movies_job])
+defs = dg.Definitions(
+    assets=ASSETS, asset_checks=CHECKS, resources=default_resources(), jobs=[movie_corpus_job, build_all_job]
+)

@@ -1,9 +1,9 @@
 """Dagster assets of the movie corpus: MovieLens release -> TMDB details -> items -> ratings -> catalog."""
 
 import dagster as dg
-import duckdb
 
 from pipelines.resources import StorageResource, TMDBResource
+from suber_data import duck
 from suber_data.movies import corpus
 from suber_data.movies.tmdb import TMDBClient
 
@@ -49,7 +49,9 @@ def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMD
     settings = {"tmdb_language": tmdb.language} if tmdb.enabled else {}
     result = corpus.build_items(storage.dataset_dir(), storage.release, ml, details, tmdb_settings=settings)
     path = storage.dataset_dir() / "items.parquet"
-    preview = duckdb.sql(f"SELECT item_id, title, year, genres, director FROM read_parquet('{path}') LIMIT 10").df()
+    preview = duck.arrow(
+        f"SELECT item_id, title, year, genres, director FROM read_parquet('{path}') LIMIT 10"
+    ).to_pandas()
     return _result(result, context, path=str(path), preview=dg.MetadataValue.md(preview.to_markdown(index=False)))
 
 
@@ -63,7 +65,7 @@ def ratings(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: T
 
 # -- checks ------------------------------------------------------------------------------------------------
 def _items_sql(storage: StorageResource, sql: str):
-    return duckdb.execute(sql.format(items=f"read_parquet('{storage.dataset_dir() / 'items.parquet'}')")).fetchone()
+    return duck.one(sql.format(items=f"read_parquet('{storage.dataset_dir() / 'items.parquet'}')"))
 
 
 @dg.asset_check(asset=items, description="item_id is dense 0..n-1 and movielens_id unique")
@@ -114,10 +116,10 @@ def ratings_valid(storage: StorageResource) -> dg.AssetCheckResult:
 
     d = storage.dataset_dir()
     problems = schema_problems(d / "ratings.parquet", RATINGS)
-    (orphans,) = duckdb.execute(
+    (orphans,) = duck.one(
         f"SELECT count(*) FROM read_parquet('{d / 'ratings.parquet'}') r "
         f"ANTI JOIN read_parquet('{d / 'items.parquet'}') i USING (item_id)"
-    ).fetchone()
+    )
     if orphans:
         problems.append(f"{orphans} rating(s) point to no item")
     return dg.AssetCheckResult(passed=not problems, metadata={"problems": "; ".join(problems) or "none"})

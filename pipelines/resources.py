@@ -19,7 +19,7 @@ class StorageResource(dg.ConfigurableResource):
 
     data_dir: str = os.environ.get("SUBER_DATA_DIR", "data")
     domain: str = "movies"
-    release: str = "ml-latest-small"
+    release: str = os.environ.get("SUBER_DATA_RELEASE", "ml-latest-small")
 
     def dataset_dir(self) -> Path:
         return settings.dataset_dir(self.domain, self.release, self.data_dir)
@@ -28,7 +28,7 @@ class StorageResource(dg.ConfigurableResource):
 class TMDBResource(dg.ConfigurableResource):
     """TMDB enrichment. Credentials are read from the environment at run time, never stored here."""
 
-    enabled: bool = True
+    enabled: bool = os.environ.get("SUBER_DATA_NO_TMDB", "") not in ("1", "true")
     base_url: str = os.environ.get("TMDB_BASE_URL", "https://api.themoviedb.org/3")
     rate_limit: float = 40.0  # requests per second
     concurrency: int = 16

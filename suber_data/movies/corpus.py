@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from suber_data import settings
+from suber_data import duck, settings
 from suber_data.artifacts import build_catalog, fingerprint, read_manifest, record_step, step_is_current, write_json
 from suber_data.artifacts.io import write_parquet
 from suber_data.artifacts.schemas import MOVIE_ITEMS, SCHEMA_VERSION
@@ -106,9 +106,9 @@ def build_tmdb(
     if enabled and links_path.exists():
         ids = [
             r[0]
-            for r in duckdb.sql(
+            for r in duck.rows(
                 f"SELECT DISTINCT tmdb_id FROM read_parquet('{links_path}') WHERE tmdb_id IS NOT NULL ORDER BY 1"
-            ).fetchall()
+            )
         ]
     counts: dict[str, Any] = {"linked": len(ids)}
     rows: list[dict[str, Any]] = []

