@@ -42,9 +42,10 @@ def test_dat_layout_latin1(tmp_path):
     root = tmp_path / "ml-1m"
     root.mkdir()
     (root / "movies.dat").write_bytes(
-        "1::Toy Story (1995)::Animation|Children's|Comedy\n2::Cité des enfants perdus, La (1995)::Adventure|Sci-Fi\n".encode(
-            "latin-1"
-        )
+        (
+            "1::Toy Story (1995)::Animation|Children's|Comedy\n"
+            "2::Cité des enfants perdus, La (1995)::Adventure|Sci-Fi\n"
+        ).encode("latin-1")
     )
     (root / "ratings.dat").write_bytes(b"1::1::5::978300760\n1::2::3::978302109\n6040::1::4::956703977\n")
     counts = ingest(tmp_path, tmp_path / "out")
