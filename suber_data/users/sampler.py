@@ -162,17 +162,19 @@ def capped_lists(rng: np.random.Generator, chosen: np.ndarray, cap_liked: int | 
     keys.sort(axis=1)
     columns = (keys & 15).astype(np.uint8)
     del keys
-    n_liked = chosen.sum(axis=1, dtype=np.int16)[:, None]
+    n_liked = chosen.sum(axis=1, dtype=np.int16)
     n_disliked = k - n_liked
     take_liked = n_liked if cap_liked is None else np.minimum(n_liked, cap_liked)
     take_disliked = n_disliked if cap_disliked is None else np.minimum(n_disliked, cap_disliked)
-    rank = np.arange(k, dtype=np.int16)[None, :]
-    liked_mask = rank < take_liked
-    disliked_mask = (rank >= n_liked) & (rank < n_liked + take_disliked)
-    return (
-        (_offsets(take_liked[:, 0]), columns[liked_mask]),
-        (_offsets(take_disliked[:, 0]), columns[disliked_mask]),
-    )
+    # the liked run starts at rank 0, the disliked run at rank n_liked; read ``cap`` ranks of each
+    width_l = k if cap_liked is None else min(cap_liked, k)
+    width_d = k if cap_disliked is None else min(cap_disliked, k)
+    ranks_l = np.arange(width_l, dtype=np.int16)
+    ranks_d = np.arange(width_d, dtype=np.int16)
+    liked = columns[:, :width_l][ranks_l < take_liked[:, None]]
+    where_d = np.minimum(n_liked[:, None] + ranks_d, k - 1)
+    disliked = np.take_along_axis(columns, where_d, axis=1)[ranks_d < take_disliked[:, None]]
+    return (_offsets(take_liked), liked), (_offsets(take_disliked), disliked)
 
 
 def like_lists(rng: np.random.Generator, n: int, prior: Prior, cap_liked: int | None = 4, cap_disliked: int | None = 4):
