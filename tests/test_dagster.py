@@ -1,0 +1,138 @@
+"""Dagster: the asset graph materialized in-process, and `dagster dev` driven through its GraphQL API."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from pipelines.definitions import ASSETS, CHECKS, default_resources, defs
+from pipelines.resources import StorageResource, TMDBResource
+from suber_data.artifacts import sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch):
+    for name in ("SUBER_DATA_MIRROR", "TMDB_API_KEY", "TMDB_READ_ACCESS_TOKEN", "TMDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_definitions_load_with_jobs_and_checks():
+    assert defs.resolve_job_def("movie_corpus") is not None
+    keys = {k.to_user_string() for a in ASSETS for k in a.keys}
+    assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
+    assert len(CHECKS) >= 5
+
+
+def test_materialize_writes_the_same_dataset_as_the_cli(offline):
+    storage = StorageResource(data_dir=str(offline / "dagster"), release="sample")
+    result = dg.materialize(
+        [*ASSETS, *CHECKS],
+        selection=dg.AssetSelection.groups("movies", "catalog"),
+        resources={**default_resources(), "storage": storage, "tmdb": TMDBResource()},
+    )
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert evaluations and all(e.passed for e in evaluations)
+    cli = CliRunner().invoke(app, ["build", "movies", "--release", "sample", "--data-dir", str(offline / "cli")])
+    assert cli.exit_code == 0, cli.output
+    for name in ("items.parquet", "ratings.parquet"):
+        assert sha256_file(offline / "dagster" / "movies" / "sample" / name) == sha256_file(
+            offline / "cli" / "movies" / "sample" / name
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    resp = httpx.post(url, json={"query": query, "variables": variables or {}}, timeout=60)
+    resp.raise_for_status()
+    body = resp.json()
+    assert "errors" not in body, body
+    return body["data"]
+
+
+@pytest.mark.slow
+def test_dagster_dev_lists_assets_and_runs_the_movie_job(offline):
+    port = _free_port()
+    home = offline / "dagster_home"
+    home.mkdir()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "SUBER_DATA_RELEASE": "sample",
+        "SUBER_DATA_DIR": str(offline / "data"),
+    }
+    dagster = Path(sys.executable).with_name("dagster")
+    proc = subprocess.Popen(
+        [str(dagster), "dev", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/graphql"
+    try:
+        deadline = time.monotonic() + 240
+        while True:  # the webserver answers before the code location has loaded: wait for the asset nodes
+            try:
+                nodes = _graphql(url, "{ assetNodes { assetKey { path } } }")["assetNodes"]
+                if nodes:
+                    break
+            except (httpx.HTTPError, AssertionError):
+                pass
+            assert time.monotonic() < deadline, "dagster dev did not come up"
+            time.sleep(2)
+        keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
+        assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
+        launched = _graphql(
+            url,
+            """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
+                 __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+            {
+                "p": {
+                    "selector": {
+                        "repositoryLocationName": "suber-data",
+                        "repositoryName": "__repository__",
+                        "jobName": "movie_corpus",
+                    },
+                    "runConfigData": {},
+                }
+            },
+        )["launchRun"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        run_id = launched["run"]["runId"]
+        status = None
+        while time.monotonic() < deadline + 240:
+            status = _graphql(
+                url, "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id}
+            )["runOrError"]["status"]
+            if status in ("SUCCESS", "FAILURE", "CANCELED"):
+                break
+            time.sleep(2)
+        assert status == "SUCCESS"
+        assert (offline / "data" / "movies" / "sample" / "catalog.duckdb").exists()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
