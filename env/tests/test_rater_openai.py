@@ -1,0 +1,114 @@
+"""The openai backend against a small OpenAI-compatible completions server on 127.0.0.1 that answers
+with log-probabilities (the shape vLLM returns), and the oracle rater."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from suber_env import OpenAIRater, OracleRater, Requests, SuberVectorEnv
+
+
+def _logits(prompt: str) -> np.ndarray:
+    """Deterministic per prompt: 10 digit logits from the prompt's hash."""
+    h = hashlib.sha256(prompt.encode()).digest()
+    return np.frombuffer(h[:10], np.uint8).astype(np.float64) / 40.0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    calls: list = []
+
+    def log_message(self, *a):  # quiet
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        if self.path != "/v1/completions":
+            self.send_response(404)
+            self.end_headers()
+            return
+        prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        choices = []
+        for i, p in enumerate(prompts):
+            lg = _logits(p)
+            # the label tokens in both spellings plus non-label tokens, as log-probabilities over a vocabulary
+            vocab = {f" {d}": lg[d] for d in range(0, 10, 2)} | {str(d): lg[d] for d in range(1, 10, 2)}
+            vocab |= {" The": 7.0, " a": 1.5}  # " The" is always the most likely token
+            z = np.log(sum(np.exp(v) for v in vocab.values()))
+            top = dict(sorted(((k, float(v - z)) for k, v in vocab.items()), key=lambda kv: -kv[1])[
+                : body["logprobs"]])
+            choices.append({"index": i, "text": max(top, key=top.get), "finish_reason": "length",
+                            "logprobs": {"tokens": [max(top, key=top.get)], "top_logprobs": [top]}})
+        data = json.dumps({"id": "cmpl-1", "object": "text_completion", "model": body["model"],
+                           "choices": choices}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def server():
+    _Handler.calls = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1", _Handler.calls
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_openai_backend_reads_logprobs_in_one_request_per_batch(movies, server, monkeypatch):
+    url, calls = server
+    monkeypatch.setenv("TEST_RATER_KEY", "sk-test")
+    rater = OpenAIRater(movies, url, "served-model", scale="0-9", shots=1, api_key_env="TEST_RATER_KEY")
+    req = Requests(np.array([0, 1, 2]), np.array([4, 5, 6]), np.array([[1, 2], [3, -1], [-1, -1]]),
+                   np.array([[7.0, 3.0], [5.0, 0.0], [0.0, 0.0]]), np.array([0, 1, 0]))
+    p = rater.distribution(req)
+    assert len(calls) == 1 and len(calls[0]["body"]["prompt"]) == 3  # the whole batch in one request
+    assert calls[0]["body"]["max_tokens"] == 1 and calls[0]["auth"] == "Bearer sk-test"
+    prompts = calls[0]["body"]["prompt"]
+    for row, text in enumerate(prompts):
+        assert text.endswith("to give it a rating of")
+        lg = _logits(text)
+        want = np.exp(lg - lg.max())
+        np.testing.assert_allclose(p[row], want / want.sum(), atol=1e-9)
+        persona = text.rindex(f"{movies.first_names[row]} is a")
+        assert persona < text.rindex(f'Now take the movie "{movies.titles[4 + row]}"')
+
+
+def test_openai_backend_in_vector_env_and_missing_labels(movies, server):
+    url, calls = server
+    rater = OpenAIRater(movies, url, "served-model", scale="0-9", shots=0)
+    env = SuberVectorEnv(4, movies, rater=rater, reward_mode="argmax")
+    env.reset(seed=0)
+    _, r, _, _, info = env.step(np.array([1, 2, 3, 4]))
+    assert len(calls) == 1 and set(r.tolist()) <= set(range(1, 11))
+    assert np.allclose(info["rating_distribution"].sum(1), 1)
+    narrow = OpenAIRater(movies, url, "served-model", scale="0-9", shots=0, top_logprobs=1)
+    with pytest.raises(RuntimeError, match="top 1 log-probabilities"):
+        # with only the single best token returned, no label is among the log-probabilities
+        narrow.distribution(Requests(np.arange(12) % 12, np.arange(12), np.full((12, 0), -1), np.zeros((12, 0)),
+                                     np.zeros(12, int)))
+
+
+def test_oracle_rater_follows_preferences(movies):
+    o = OracleRater(movies, scale="0-9")
+    liked = movies.liked[0].astype(bool)
+    disliked = movies.disliked[0].astype(bool)
+    like_items = np.flatnonzero((movies.genres[:, liked].sum(1) > 0) & (movies.genres[:, disliked].sum(1) == 0))
+    dis_items = np.flatnonzero((movies.genres[:, disliked].sum(1) > 0) & (movies.genres[:, liked].sum(1) == 0))
+    assert len(like_items) and len(dis_items)
+    n = len(like_items) + len(dis_items)
+    items = np.concatenate([like_items, dis_items])
+    req = Requests(np.zeros(n, int), items, np.full((n, 0), -1), np.zeros((n, 0)), np.zeros(n, int))
+    ev = o.distribution(req) @ np.arange(1, 11)
+    assert ev[: len(like_items)].mean() > ev[len(like_items):].mean() + 1
+    seen = Requests(np.zeros(1, int), items[:1], np.full((1, 0), -1), np.zeros((1, 0)), np.array([3]))
+    assert o.distribution(seen) @ np.arange(1, 11) < ev[0]  # repeated watches rate lower
