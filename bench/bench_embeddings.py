@@ -81,8 +81,8 @@ def bench_encoding(embedder: Embedder, n_batched: int, n_loop: int) -> None:
     ours, base = n_batched / batched, n_loop / loop
     row(
         f"texts/s, {n_batched} batched vs {n_loop} one at a time",
-        f"{ours:,.0f} texts/s",
-        f"{base:,.0f} texts/s",
+        f"{ours:,.1f} texts/s",
+        f"{base:,.1f} texts/s",
         ours / base,
     )
 
@@ -184,10 +184,10 @@ def bench_top_k(n_items: int, n_queries: int, dim: int, n_loop: int, n_sql: int)
     )
 
 
-def bench_gpu(n: int) -> None:
+def bench_gpu(n: int, device: str = "cuda") -> None:
     import torch
 
-    if not torch.cuda.is_available():
+    if device == "cuda" and not torch.cuda.is_available():
         print("\n4. GPU: no CUDA device here, skipped")
         return
     from sentence_transformers import SentenceTransformer, models
@@ -216,24 +216,25 @@ def bench_gpu(n: int) -> None:
             models.Normalize(),
         ]
         SentenceTransformer(modules=modules).save(str(Path(tmp) / "st"))
-        header(f"4. GPU: sentence-t5-base-shaped encoder (random weights), {n:,} texts, {torch.cuda.get_device_name()}")
-        embedder = Embedder(str(Path(tmp) / "st"))
+        where = torch.cuda.get_device_name() if device == "cuda" else device
+        header(f"4. GPU: sentence-t5-base-shaped encoder (random weights), {n:,} texts, {where}")
+        embedder = Embedder(str(Path(tmp) / "st"), device=device)
         embedder.encode(texts[:64])
         batched = timed(lambda: embedder.encode(texts))
         loop_n = min(200, n)
         loop = timed(lambda: [embedder.encode([t], batch_size=1) for t in texts[:loop_n]])
         row(
             f"texts/s, batch {embedder.batch_size} fp32 vs one at a time",
-            f"{n / batched:,.0f} texts/s",
-            f"{loop_n / loop:,.0f} texts/s",
+            f"{n / batched:,.1f} texts/s",
+            f"{loop_n / loop:,.1f} texts/s",
             (n / batched) / (loop_n / loop),
         )
         embedder.model.to(torch.bfloat16)
         bf16 = timed(lambda: embedder.encode(texts))
         row(
             "texts/s, bf16 vs fp32 (both batched)",
-            f"{n / bf16:,.0f} texts/s",
-            f"{n / batched:,.0f} texts/s",
+            f"{n / bf16:,.1f} texts/s",
+            f"{n / batched:,.1f} texts/s",
             batched / bf16,
         )
 
@@ -251,9 +252,9 @@ def main() -> None:
         _ = embedder.model
     print(f"bench_embeddings: numpy {np.__version__}, pyarrow {pa.__version__}, quick={q}")
     if "encoding" in only:
-        bench_encoding(embedder, n_batched=256 if q else 1024, n_loop=32 if q else 128)
+        bench_encoding(embedder, n_batched=128 if q else 512, n_loop=16 if q else 64)
     if "rebuild" in only:
-        bench_rebuild(embedder, n=500 if q else 5000)
+        bench_rebuild(embedder, n=300 if q else 2000)
     if "topk" in only:
         bench_top_k(
             n_items=10_000 if q else 100_000,

