@@ -45,7 +45,8 @@ def user_descriptions(
     if result.path.exists():
         table = pq.read_table(result.path, columns=["user_id", "variant", "description"]).slice(0, 5)
         preview = "\n".join(
-            f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |" for r in table.to_pylist()
+            f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |"
+            for r in table.to_pylist()
         )
     return dg.MaterializeResult(
         metadata={

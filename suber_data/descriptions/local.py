@@ -11,13 +11,15 @@ on which other users share the batch. Finished sequences leave the batch (their 
 
 from __future__ import annotations
 
+import copy
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from suber_data.descriptions.backends import BackendInfo, Output
-from suber_data.descriptions.program import DESCRIPTION, Choice, Decoding, Request, guidance_program
+from suber_data.descriptions.program import Choice, Decoding, Request, guidance_program, parse_output
 from suber_data.errors import SuberDataError
 
 VICUNA_ROLES = ("USER: ", " ASSISTANT: ")  # SUBER's Vicuna roles: no system prompt
@@ -57,6 +59,7 @@ class LocalBackend:
         self.executor = llguidance.LLExecutor()
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self._grammar_cache: dict[tuple, str] = {}
+        self._heads: dict[str, tuple] = {}
         self.resolved_revision: str | None = None
 
     # ------------------------------------------------------------------ loading
@@ -99,19 +102,27 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ prompts and grammars
 
-    def prompt(self, request: Request) -> str:
+    def prompt_parts(self, request: Request) -> tuple[str, str]:
+        """(head, tail): the head (system, instruction, assistant header) is the same for every user of a
+        variant, so its KV cache is computed once and shared; the tail is the user's record."""
         if self.has_chat_template:
             head = self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": request.instruction}], tokenize=False, add_generation_prompt=True
             )
-        else:
-            bos = self.tokenizer.bos_token or ""
-            head = f"{bos}{VICUNA_ROLES[0]}{request.instruction}{VICUNA_ROLES[1]}"
-        return head + request.prefix
+            return head, request.prefix
+        bos = self.tokenizer.bos_token or ""
+        return f"{bos}{VICUNA_ROLES[0]}{request.instruction}{VICUNA_ROLES[1].rstrip()}", request.prefix
+
+    def prompt(self, request: Request) -> str:
+        """The whole prompt as one string (what guidance's own engine is given in the benchmark)."""
+        head, tail = self.prompt_parts(request)
+        return head + ("" if self.has_chat_template else " ") + tail
 
     def grammar(self, request: Request, decoding: Decoding) -> str:
         key = (request.parts, decoding.max_tokens, decoding.temperature)
         if key not in self._grammar_cache:
+            if len(self._grammar_cache) > 4096:
+                self._grammar_cache.clear()
             self._grammar_cache[key] = guidance_program(request, decoding).ll_grammar()
         return self._grammar_cache[key]
 
@@ -125,34 +136,52 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ generation
 
-    @torch.inference_mode()
     def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]:
+        grammars = [self.grammar(r, decoding) for r in requests]
+        limit = decoding.max_tokens + max(_fixed_chars(r) for r in requests) + 16
+        runs = self.run_programs([self.prompt_parts(r) for r in requests], grammars, seeds, decoding.temperature, limit)
+        outputs = []
+        for request, run in zip(requests, runs, strict=True):
+            if run.error:
+                outputs.append(Output(None, seconds=run.seconds, error=run.error))
+                continue
+            choices, description, ended = parse_output(request, run.text)
+            if description is None:
+                outputs.append(
+                    Output(None, seconds=run.seconds, error=f"output does not follow the program: {run.text!r}")
+                )
+                continue
+            outputs.append(Output(description, choices, run.seconds, truncated=not ended))
+        return outputs
+
+    @torch.inference_mode()
+    def run_programs(
+        self,
+        prompts: list[tuple[str, str]],
+        grammars: list[str],
+        seeds: list[int],
+        temperature: float,
+        max_steps: int,
+    ) -> list[Run]:
+        """Run one llguidance grammar per prompt, all in one batched generation loop.
+
+        ``prompts`` are (head, tail) pairs; when the whole batch shares its head, the head's KV cache is
+        computed once (and kept for the next batch) and only the tails are run per sequence.
+        """
         import llguidance.torch as llt
-        from transformers import DynamicCache
 
         start = time.perf_counter()
-        n = len(requests)
-        matchers = [self.matcher(self.grammar(r, decoding)) for r in requests]
+        n = len(prompts)
+        matchers = [self.matcher(g) for g in grammars]
         generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        prompts = [self.prompt(r) for r in requests]
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        ids = enc["input_ids"].to(self.device)
-        attn = enc["attention_mask"].to(self.device)
-        pos = (attn.long().cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=self.model.config)
-        out = self.model(
-            input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1
-        )
-        logits = out.logits[:, -1, :]
-        next_pos = pos[:, -1] + 1
-        active = list(range(n))  # batch row -> request index
+        cache, logits, attn, next_pos = self._prefill(prompts)
+        active = list(range(n))  # batch row -> sequence index
         tokens: list[list[int]] = [[] for _ in range(n)]
         finished_at = [0.0] * n
         errors: list[str | None] = [None] * n
-        limit = decoding.max_tokens + max(_fixed_chars(r) for r in requests) + 16
         bitmask = llt.allocate_token_bitmask(n, self.vocab)
         arange_bits = torch.arange(32, dtype=torch.int32)
-        for _ in range(limit):
+        for _ in range(max_steps):
             rows = len(active)
             mask = bitmask[:rows]
             llt.fill_next_token_bitmask_par(self.executor, [(matchers[r], i) for i, r in enumerate(active)], mask)
@@ -163,25 +192,22 @@ class LocalBackend:
             elif scores.shape[1] < self.vocab:
                 allowed = allowed[:, : scores.shape[1]]
             scores = scores.masked_fill(~allowed, float("-inf"))
-            if decoding.temperature > 0:
+            if temperature > 0:
                 noise = torch.stack([torch.rand(scores.shape[1], generator=generators[r]) for r in active])
                 gumbel = -torch.log(-torch.log(noise.clamp_(1e-20, 1.0)))
-                scores = scores / decoding.temperature + gumbel
+                scores = scores / temperature + gumbel
             choice = scores.argmax(dim=-1).tolist()
             keep: list[int] = []
             for i, r in enumerate(active):
                 matcher = matchers[r]
                 forced = matcher.compute_ff_tokens()
                 token = forced[0] if forced else int(choice[i])
-                if not allowed[i].any():
+                if not forced and not allowed[i].any():
                     errors[r] = f"no token allowed by the program ({matcher.get_error() or 'dead end'})"
-                elif token == self.eos:
-                    matcher.consume_token(token)
-                else:
-                    if not matcher.consume_token(token):
-                        errors[r] = f"the model left the program: {matcher.get_error()}"
-                    else:
-                        tokens[r].append(token)
+                elif not matcher.consume_token(token):
+                    errors[r] = f"the model left the program: {matcher.get_error()}"
+                elif token != self.eos:
+                    tokens[r].append(token)
                 if errors[r] or token == self.eos or matcher.is_stopped():
                     finished_at[r] = time.perf_counter()
                 else:
@@ -208,28 +234,63 @@ class LocalBackend:
             next_pos = next_pos + 1
         else:
             for r in active:
-                errors[r] = f"no end after {limit} steps"
+                errors[r] = f"no end after {max_steps} steps"
                 finished_at[r] = time.perf_counter()
-        outputs = []
-        for r, request in enumerate(requests):
-            seconds = finished_at[r] - start
-            if errors[r]:
-                outputs.append(Output(None, seconds=seconds, error=errors[r]))
-                continue
-            matcher = matchers[r]
+        runs = []
+        for r in range(n):
             text = self.ll_tokenizer.decode_bytes(tokens[r]).decode("utf-8", errors="replace")
-            captured = matcher.get_capture(DESCRIPTION)
-            description = captured.decode("utf-8", errors="replace") if captured is not None else None
-            if description is None:
-                outputs.append(Output(None, seconds=seconds, error="the program ended without a description"))
-                continue
-            choices = {}
-            for choice_part in request.choices:
-                value = matcher.get_capture(choice_part.name)
-                choices[choice_part.name] = value.decode("utf-8", errors="replace") if value is not None else ""
-            truncated = not text.endswith("\n")
-            outputs.append(Output(description.rstrip("\n"), choices, seconds, truncated=truncated))
-        return outputs
+            runs.append(Run(tokens[r], text, finished_at[r] - start, errors[r]))
+        return runs
+
+    def _prefill(self, prompts: list[tuple[str, str]]):
+        """Run the prompts through the model: (cache, last logits, attention mask, next positions)."""
+        from transformers import DynamicCache
+
+        n = len(prompts)
+        heads = {head for head, _ in prompts}
+        if len(heads) == 1:
+            head = next(iter(heads))
+            cache, head_len = self._head_cache(head)
+            cache.batch_repeat_interleave(n)
+            texts = [tail for _, tail in prompts]
+        else:
+            cache, head_len = DynamicCache(config=self.model.config), 0
+            texts = [self.prompt_text(h, t) for h, t in prompts]
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        ids = enc["input_ids"].to(self.device)
+        tail_mask = enc["attention_mask"].to(self.device)
+        attn = torch.cat([tail_mask.new_ones((n, head_len)), tail_mask], dim=1)
+        pos = (head_len + tail_mask.long().cumsum(-1) - 1).clamp(min=0)
+        out = self.model(
+            input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True,
+            logits_to_keep=1,
+        )  # fmt: skip
+        return cache, out.logits[:, -1, :], attn, pos[:, -1] + 1
+
+    def prompt_text(self, head: str, tail: str) -> str:
+        return head + ("" if self.has_chat_template else " ") + tail
+
+    def _head_cache(self, head: str):
+        """A private copy of the KV cache of ``head`` (batch 1), computed once per head."""
+        from transformers import DynamicCache
+
+        if head not in self._heads:
+            ids = self.tokenizer(head, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
+            cache = DynamicCache(config=self.model.config)
+            self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            if len(self._heads) >= 8:
+                self._heads.pop(next(iter(self._heads)))
+            self._heads[head] = (cache, ids.shape[1])
+        cache, length = self._heads[head]
+        return copy.deepcopy(cache), length
+
+
+@dataclass
+class Run:
+    tokens: list[int]
+    text: str  # everything the program produced (literals included)
+    seconds: float
+    error: str | None = None
 
 
 def _fixed_chars(request: Request) -> int:

@@ -11,6 +11,7 @@ through. The key comes from ``api_key`` or ``OPENAI_API_KEY`` and is never logge
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -161,8 +162,9 @@ class OpenAIBackend:
                     try:
                         return self.parse(request, response.json())
                     except ValueError:
-                        return Output(None, error=f"server answered 200 with a body that is not JSON: "
-                                                  f"{response.text[:120]!r}")
+                        return Output(
+                            None, error=f"server answered 200 with a body that is not JSON: {response.text[:120]!r}"
+                        )
                 last = f"HTTP {response.status_code}: {response.text[:200]}"
                 if response.status_code == 401:
                     raise SuberDataError(
@@ -177,10 +179,8 @@ class OpenAIBackend:
                     return Output(None, error=last)
                 retry_after = response.headers.get("Retry-After")
                 if retry_after:
-                    try:
+                    with contextlib.suppress(ValueError):
                         delay = min(self.max_backoff, max(0.0, float(retry_after)))
-                    except ValueError:
-                        pass
             if attempt < self.max_retries:
                 self.retries += 1
                 await asyncio.sleep(delay)

@@ -101,7 +101,18 @@ def generation_key(
 ) -> str:
     attributes = {
         k: (list(user[k]) if k in ("liked", "disliked") else user[k])
-        for k in ("user_id", "first_name", "last_name", "sex", "age", "occupation", "hobby", "liked", "disliked", "seed")
+        for k in (
+            "user_id",
+            "first_name",
+            "last_name",
+            "sex",
+            "age",
+            "occupation",
+            "hobby",
+            "liked",
+            "disliked",
+            "seed",
+        )
     }
     attributes["user_id"] = int(attributes["user_id"])
     attributes["age"] = int(attributes["age"])
@@ -180,3 +191,29 @@ def guidance_program(request: Request, decoding: Decoding):
             node = gen(part.name, stop="\n", max_tokens=decoding.max_tokens, temperature=decoding.temperature)
         program = node if program is None else program + node
     return program
+
+
+def parse_output(request: Request, text: str) -> tuple[dict[str, str], str | None, bool]:
+    """Split what the program produced into (choices, description, ended_by_line_break).
+
+    The grammar guarantees the shape (literals verbatim, choices among their options, then free text), so
+    this only walks it; a mismatch returns ``None`` for the description.
+    """
+    choices: dict[str, str] = {}
+    pos = 0
+    for part in request.parts:
+        rest = text[pos:]
+        if isinstance(part, str):
+            if not rest.startswith(part):
+                return choices, None, False
+            pos += len(part)
+        elif isinstance(part, Choice):
+            matches = [o for o in part.options if rest.startswith(o)]
+            if not matches:
+                return choices, None, False
+            choices[part.name] = max(matches, key=len)
+            pos += len(choices[part.name])
+        else:
+            line, newline, _ = rest.partition("\n")
+            return choices, line, bool(newline)
+    return choices, None, False

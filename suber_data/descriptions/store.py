@@ -69,7 +69,8 @@ class ChunkStore:
             return STORE_SCHEMA.empty_table()
         table = pa.concat_tables(tables)
         order = pc.sort_indices(
-            table, sort_keys=[("generation_key", "ascending"), ("attempts", "descending"), ("finished_at", "descending")]
+            table,
+            sort_keys=[("generation_key", "ascending"), ("attempts", "descending"), ("finished_at", "descending")],
         )
         table = table.take(order)
         keys = table.column("generation_key").to_pylist()

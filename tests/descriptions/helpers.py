@@ -15,8 +15,16 @@ PEOPLE = [
     ("Carla", "Ng", "F", 19, "student", "Painting", ["fantasy", "animated", "comedy", "adventure"], ["documentary"]),
     ("Dmitri", "Ivanov", "M", 45, "Carpenter", "Chess", ["science fiction", "thriller", "drama", "action"], []),
     ("Elena", "Rossi", "F", 11, "schoolchild", "Swimming", ["animated", "fantasy", "comedy", "adventure"], ["horror"]),
-    ("Farid", "Haddad", "M", 29, "Software Engineer", "Cycling", ["action", "science fiction", "comedy", "crime"],
-     ["romance", "documentary"]),
+    (
+        "Farid",
+        "Haddad",
+        "M",
+        29,
+        "Software Engineer",
+        "Cycling",
+        ["action", "science fiction", "comedy", "crime"],
+        ["romance", "documentary"],
+    ),
     ("Grace", "Lee", "F", 52, "Teacher", "Baking", ["drama", "romance", "comedy", "documentary"], ["horror", "action"]),
     ("Hugo", "Silva", "M", 38, "Chef", "Surfing", ["adventure", "action", "comedy", "thriller"], ["animated"]),
 ]

