@@ -21,7 +21,6 @@ from suber_data.embeddings.build import (
 )
 from suber_data.embeddings.cache import arrow_to_vectors
 from suber_data.embeddings.models import Embedder
-from suber_data.embeddings.recipes import ITEM_RECIPES
 
 UNIT_NORM_TOLERANCE = 1e-3
 
@@ -57,8 +56,8 @@ def _result(result: EmbeddingResult) -> dg.MaterializeResult:
 def item_embeddings(
     context: dg.AssetExecutionContext, storage: StorageResource, embedder: EmbedderResource
 ) -> dg.MaterializeResult:
-    recipe = embedder.recipe if embedder.recipe in ITEM_RECIPES else "overview"
-    result = build_item_embeddings(storage.dataset_dir(), _embedder(embedder), recipe=recipe)
+    # an unknown recipe is an InputError naming the choices (suber_data.embeddings.recipes.ITEM_RECIPES)
+    result = build_item_embeddings(storage.dataset_dir(), _embedder(embedder), recipe=embedder.recipe)
     context.log.info(
         f"item embeddings: {result.total} items, {result.embedded} texts embedded, {result.reused} reused"
         + (" (up to date)" if result.up_to_date else "")
