@@ -27,7 +27,10 @@ def test_100k_census_users_match_their_targets(population_100k):
     rows = C.like_rate_rows(table, inputs.tastes, cap_liked=4, cap_disliked=4, confidence=0.99)
     assert len(rows) == 24
     outside = [r for r in rows if not r.inside]
-    assert not outside, outside  # every genre, liked and disliked list, inside its own 99% interval
+    # every genre, liked and disliked list, inside its own 99% interval. Deterministic for this seed;
+    # over many seeds about 1 population in 10 has one of its 24 rates outside by chance alone,
+    # which is why the asset check judges the family-wise interval
+    assert not outside, outside
     results, _ = run_checks(table, config, inputs)
     assert all(r.passed for r in results), [r for r in results if not r.passed]
 
@@ -208,3 +211,21 @@ def test_first_name_guide_search_equals_binary_search():
     target = table.group_start[group] + u * table.group_total[group]
     expected = table.names.take(np.searchsorted(table.cumulative, target, side="right")).to_numpy(zero_copy_only=False)
     assert (names == expected).all()
+
+
+def test_capped_lists_are_uniform_ordered_subsets():
+    n = 120_000
+    everything = np.ones((n, 12), dtype=bool)
+    (lo, lf), (do, df) = capped_lists(np.random.default_rng(8), everything, 4, 4)
+    assert (np.diff(lo) == 4).all() and (np.diff(do) == 0).all()
+    picks = lf.reshape(n, 4)
+    assert (np.sort(picks, axis=1)[:, 1:] != np.sort(picks, axis=1)[:, :-1]).all()  # no repeats
+    for position in range(4):  # every genre equally likely at every position: 1/12 each
+        share = np.bincount(picks[:, position], minlength=12) / n
+        assert np.abs(share - 1 / 12).max() < 0.004, share
+    two = np.zeros((n, 12), dtype=bool)
+    two[:, [3, 9]] = True
+    (lo, lf), (do, df) = capped_lists(np.random.default_rng(9), two, 4, 4)
+    first = lf.reshape(n, 2)[:, 0]
+    assert abs((first == 3).mean() - 0.5) < 0.006  # both orders equally likely
+    assert set(np.unique(df)) == set(range(12)) - {3, 9}
