@@ -39,6 +39,14 @@ def suber_age_distribution() -> dict[int, float]:
     return {int(b + k): p / 10 for b, p in zip(AGE_BASES, AGE_PROBS, strict=True) for k in range(10)}
 
 
+def _choice_threshold(p: float) -> float:
+    """The uniform below which ``Generator.choice([True, False], p=[p, 1 - p])`` returns True
+    (numpy normalises the cumulative sum, then searches it to the right)."""
+    cdf = np.cumsum([p, 1 - p])
+    cdf /= cdf[-1]
+    return float(cdf[0])
+
+
 def sample_suber_population(
     n: int,
     seed: int,
@@ -69,6 +77,7 @@ def sample_suber_population(
         names = tastes.names
         values = tastes.values
         weights_p = values / values.sum() if tastes.kind == "weight" else None
+        like_thresholds = np.array([_choice_threshold(p) for p in values]) if tastes.kind == "like_rate" else None
     for start in range(0, n, CHUNK):
         normal = rng.choice([True, False], p=[split, 1 - split])
         chunk_ages = rng.choice(a=AGE_BASES, size=CHUNK, p=AGE_PROBS) + rng.integers(0, 10, size=CHUNK)
@@ -90,7 +99,9 @@ def sample_suber_population(
             if tastes is None:
                 continue
             if tastes.kind == "like_rate":
-                flags = np.array([rng.choice([True, False], p=[p, 1 - p], size=1)[0] for p in values])
+                # SUBER draws rng.choice([True, False], p=[p, 1 - p]) once per genre: one uniform each,
+                # True below the choice's own cdf threshold; one random(k) call consumes the same numbers
+                flags = rng.random(values.size) < like_thresholds
                 yes, no = np.flatnonzero(flags), np.flatnonzero(~flags)
                 if yes.size:
                     yes = rng.choice(yes, size=min(max_liked, yes.size), replace=False)
