@@ -306,7 +306,7 @@ def generate_descriptions(
             "split": split,
             "batch_size": batch_size,
             "max_attempts": max_attempts,
-            "base_url": base_url,
+            "base_url": _public_url(base_url or getattr(opened, "base_url", None)),
             "min_words": bounds.min_words,
             "max_chars": bounds.max_chars,
             "dedup_threshold": dedup_threshold,
@@ -323,6 +323,11 @@ def generate_descriptions(
         },
     )
     return result
+
+
+def _public_url(url: str | None) -> str | None:
+    """A server URL without any user:password part (credentials never enter the manifest)."""
+    return re.sub(r"//[^/@]*@", "//", url) if url else None
 
 
 def _current_rows(store: ChunkStore, requests: dict[int, Request]) -> dict[str, dict]:
