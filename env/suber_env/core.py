@@ -90,9 +90,8 @@ REWARD_MODES = ("sample", "argmax", "expected")
 def sampling_probs(probs: np.ndarray, temperature: float = 0.6, top_k: int = 50, top_p: float = 0.9) -> np.ndarray:
     """SUBER's sampling warpers (temperature, top-k, top-p, in the order transformers applies them) on
     a batch of distributions over the scale's labels; returns the distributions actually sampled from."""
-    logp = np.log(np.clip(probs, 1e-300, None)) / temperature
-    logp -= logp.max(axis=1, keepdims=True)
-    p = np.exp(logp)
+    # softmax(log p / T) = p^(1/T), normalised (scaled by the row maximum first, against underflow)
+    p = np.power(probs / probs.max(axis=1, keepdims=True), 1.0 / temperature)
     p /= p.sum(axis=1, keepdims=True)
     n = p.shape[1]
     if top_k < n:
@@ -100,13 +99,12 @@ def sampling_probs(probs: np.ndarray, temperature: float = 0.6, top_k: int = 50,
         p = np.where(p >= kth, p, 0.0)
         p /= p.sum(axis=1, keepdims=True)
     if top_p < 1.0:
-        order = np.argsort(p, axis=1, kind="stable")  # ascending, like transformers' TopPLogitsWarper
-        sp = np.take_along_axis(p, order, axis=1)
-        remove_sorted = np.cumsum(sp, axis=1) <= (1.0 - top_p)
-        remove_sorted[:, -1] = False  # keep at least the most likely label
-        remove = np.zeros_like(remove_sorted)
-        np.put_along_axis(remove, order, remove_sorted, axis=1)
-        p = np.where(remove, 0.0, p)
+        # transformers' TopPLogitsWarper: in ascending order, drop labels while the cumulative mass stays
+        # <= 1 - top_p, keeping at least the most likely one (labels tied with the threshold are kept)
+        sp = np.sort(p, axis=1)
+        n_drop = np.minimum((np.cumsum(sp, axis=1) <= (1.0 - top_p)).sum(axis=1), n - 1)
+        thr = sp[np.arange(len(p)), n_drop]
+        p = np.where(p >= thr[:, None], p, 0.0)
         p /= p.sum(axis=1, keepdims=True)
     return p
 
@@ -178,31 +176,49 @@ class Memory:
     """Per-slot interaction memory of the current user: rating, watch count and timestamps per item,
     the distinct items in first-interaction order, and the last ``history`` interactions."""
 
-    def __init__(self, n_slots: int, n_items: int, history: int):
+    def __init__(self, n_slots: int, n_items: int, history: int, recent: int = 3):
         self.B, self.N, self.H = n_slots, n_items, history
-        self.count = np.zeros((n_slots, n_items), np.int32)
-        self.rating = np.zeros((n_slots, n_items), np.float32)
-        self.last_ts = np.zeros((n_slots, n_items), np.int32)
-        self.prev_ts = np.zeros((n_slots, n_items), np.int32)
+        self.recent = np.full((n_slots, recent), -1, np.int64)  # distinct items, most recently watched first
+        # dense per-item state (16 bytes per item and slot), written once here so that its pages are
+        # mapped now rather than on first touch in the hot path
+        self.count = np.full((n_slots, n_items), 0, np.int32)
+        self.rating = np.full((n_slots, n_items), 0, np.float32)
+        self.last_ts = np.full((n_slots, n_items), 0, np.int32)
+        self.prev_ts = np.full((n_slots, n_items), 0, np.int32)
         self.t = np.zeros(n_slots, np.int64)  # interactions so far (the timestamp counter)
         self.seen = np.full((n_slots, 16), -1, np.int32)
         self.n_seen = np.zeros(n_slots, np.int64)
         self.h_items = np.full((n_slots, history), -1, np.int64)
         self.h_ratings = np.zeros((n_slots, history), np.float32)
+        self.recent_r = np.zeros((n_slots, recent), np.float32)  # their ratings
         self.h_counts = np.zeros((n_slots, history), np.int32)
 
     def clear(self, slots: np.ndarray) -> None:
-        for a in (self.count, self.rating, self.last_ts, self.prev_ts, self.h_ratings, self.h_counts):
+        """Forget the slots' interactions: only the entries of items they saw are reset (not whole rows)."""
+        slots = np.asarray(slots, np.int64)
+        L = int(self.n_seen[slots].max()) if len(slots) else 0
+        if L:
+            items = self.seen[slots, :L]
+            rows = np.broadcast_to(slots[:, None], items.shape)[items >= 0]
+            cols = items[items >= 0]
+            for a in (self.count, self.rating, self.last_ts, self.prev_ts):
+                a[rows, cols] = 0
+        for a in (self.h_ratings, self.h_counts):
             a[slots] = 0
         self.t[slots] = 0
         self.seen[slots] = -1
         self.n_seen[slots] = 0
         self.h_items[slots] = -1
+        self.recent[slots] = -1
+        self.recent_r[slots] = 0
 
     def write(self, items: np.ndarray, ratings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Record one interaction per slot; returns (watch count now, steps since the previous watch)."""
         b = np.arange(self.B)
-        new = self.count[b, items] == 0
+        flat = b * self.N + items  # flat indices into the (B, N) state: one gather/scatter per array
+        count, last_ts = self.count.reshape(-1), self.last_ts.reshape(-1)
+        n = count[flat] + 1
+        new = n == 1
         if new.any():
             need = int(self.n_seen.max()) + 1
             if need > self.seen.shape[1]:
@@ -213,13 +229,26 @@ class Memory:
             self.seen[nb, self.n_seen[nb]] = items[new]
             self.n_seen[nb] += 1
         self.t += 1
-        prev = self.last_ts[b, items]
-        self.prev_ts[b, items] = prev
-        self.last_ts[b, items] = self.t
-        self.count[b, items] += 1
-        self.rating[b, items] = ratings
-        n = self.count[b, items].copy()
+        prev = last_ts[flat]
+        self.prev_ts.reshape(-1)[flat] = prev
+        last_ts[flat] = self.t
+        count[flat] = n
+        self.rating.reshape(-1)[flat] = ratings
         dt = np.where(prev > 0, self.t - prev, 0)
+        if self.recent.shape[1]:  # move-to-front list of distinct recent items
+            r = self.recent
+            hit = r == items[:, None]
+            # drop the item where it was (or the last entry), shift the entries before it right by one
+            pos = np.where(hit.any(1), hit.argmax(1), r.shape[1] - 1)
+            cols = np.arange(r.shape[1])
+            src = np.where(cols[None, :] <= pos[:, None], cols[None, :] - 1, cols[None, :])
+            src = np.maximum(src, 0)
+            shifted = np.take_along_axis(r, src, axis=1)
+            shifted[:, 0] = items
+            self.recent = shifted
+            rr = np.take_along_axis(self.recent_r, src, axis=1)
+            rr[:, 0] = ratings
+            self.recent_r = rr
         if self.H:
             self.h_items[:, 1:] = self.h_items[:, :-1].copy()
             self.h_ratings[:, 1:] = self.h_ratings[:, :-1].copy()
@@ -271,6 +300,8 @@ def retrieve(kind: str, k: int, mem: Memory, items: np.ndarray, ds) -> np.ndarra
     B = mem.B
     if kind == "none" or k == 0:
         return np.full((B, 0), -1, np.int64)
+    if kind == "recent" and mem.recent.shape[1] >= k:
+        return mem.recent[:, :k].copy()
     L = max(int(mem.n_seen.max()), 1)
     cands = mem.seen[:, :L].astype(np.int64)
     valid = cands >= 0

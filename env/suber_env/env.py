@@ -61,7 +61,7 @@ class _Core:
         self.perturbation, self.sigma, self.shaping, self.q = perturbation, sigma, shaping, q
         self.p_terminate, self.eval_mode, self.eval_steps = p_terminate, eval_mode, eval_steps
         self.max_episode_steps, self.item_vector = max_episode_steps, item_vector
-        self.mem = Memory(n, ds.n_items, history)
+        self.mem = Memory(n, ds.n_items, history, recent=k if retrieval == "recent" else 0)
         self.users = np.zeros(n, np.int64)
         self.keys = np.zeros(n, np.uint64)
         self.steps = np.zeros(n, np.int64)
@@ -85,18 +85,26 @@ class _Core:
         self.keys[slots] = keys
         self.steps[slots] = 0
 
-    def obs(self) -> dict[str, np.ndarray]:
+    def obs(self, rows: np.ndarray | None = None, copy: bool = True) -> dict[str, np.ndarray]:
+        """Observation arrays of all slots (or of ``rows``); with copy=False the arrays are the env's own
+        buffers, overwritten by the next step (like gymnasium's ``copy=False`` vector envs)."""
         ds, m = self.ds, self.mem
-        feats = np.stack([ds.age[self.users].astype(np.float32), ds.sex[self.users].astype(np.float32)], axis=1)
+        users = self.users if rows is None else self.users[rows]
+
+        def take(a: np.ndarray) -> np.ndarray:
+            if rows is not None:
+                return a[rows]
+            return a.copy() if copy else a
+
         o = {
-            "user_id": self.users[:, None].copy(),
-            "user_features": feats,
-            "history_items": m.h_items.copy(),
-            "history_ratings": m.h_ratings.copy(),
-            "history_counts": m.h_counts.copy(),
+            "user_id": users[:, None].copy(),
+            "user_features": np.stack([ds.age[users].astype(np.float32), ds.sex[users].astype(np.float32)], axis=1),
+            "history_items": take(m.h_items),
+            "history_ratings": take(m.h_ratings),
+            "history_counts": take(m.h_counts),
         }
         if self.item_vector:
-            o["item_ratings"] = m.rating.copy()
+            o["item_ratings"] = take(m.rating)
         return o
 
     def step(self, actions: np.ndarray):
@@ -107,7 +115,10 @@ class _Core:
         b = np.arange(self.n)
         seen = m.count[b, items].astype(np.int64)
         hist = retrieve(self.retrieval, self.k, m, items, self.ds)
-        hist_r = np.where(hist >= 0, m.rating[b[:, None], np.maximum(hist, 0)], 0.0)
+        if self.retrieval == "recent" and m.recent.shape[1] >= self.k:
+            hist_r = m.recent_r[:, : self.k].astype(np.float64)  # kept beside the recent list
+        else:
+            hist_r = np.where(hist >= 0, m.rating[b[:, None], np.maximum(hist, 0)], 0.0)
         req = Requests(self.users.copy(), items, hist, hist_r, seen)
         self.last_requests = req
         probs = self.rater.distribution(req)  # the whole batch in one call
@@ -242,14 +253,16 @@ except ImportError:  # gymnasium < 1.1
 class SuberVectorEnv(gym.vector.VectorEnv):
     """``num_envs`` slots stepped together; one rater call per step for all of them. Slot i seeded with
     ``seed + i`` behaves exactly like ``SuberEnv`` reset with that seed. Finished slots are reset in the
-    same step (``final_obs`` / ``final_info`` in ``infos``). Evaluation mode: slot i takes users
+    same step (their last observation in ``infos["final_obs"]``). ``copy=False`` returns the env's own
+    observation buffers (no per-step copy; they change at the next step). Evaluation mode: slot i takes users
     i, i + num_envs, ..."""
 
     metadata = {"render_modes": [], **_AUTORESET}
 
     def __init__(self, num_envs: int = 1, dataset=None, rater: str | Rater = "oracle",
-                 rater_kwargs: dict | None = None, domain: str | None = None, **options):
+                 rater_kwargs: dict | None = None, domain: str | None = None, copy: bool = True, **options):
         self.core = _build(dataset, domain, rater, rater_kwargs, num_envs, options)
+        self.copy = copy
         self.ds, self.rater = self.core.ds, self.core.rater
         self.num_envs = num_envs
         self.single_observation_space = self.core.observation_space
@@ -276,19 +289,20 @@ class SuberVectorEnv(gym.vector.VectorEnv):
             self._rngs = [seeding.np_random(s)[0] for s in seeds]
             self._eval_next = np.arange(self.num_envs)
         self._start(np.arange(self.num_envs))
-        return self.core.obs(), {"user": self.core.users.copy(), "user_id": self.ds.user_ids[self.core.users]}
+        return self.core.obs(copy=self.copy), {"user": self.core.users.copy(), "user_id": self.ds.user_ids[self.core.users]}
 
     def step(self, actions):
         reward, term, trunc, info = self.core.step(np.asarray(actions))
         done = term | trunc
         if done.any():
             slots = np.flatnonzero(done)
-            final = self.core.obs()
-            info["final_obs"] = np.array([{k: v[i] for k, v in final.items()} if done[i] else None
-                                          for i in range(self.num_envs)], dtype=object)
-            info["_final_obs"] = done.copy()
+            final = self.core.obs(rows=slots)
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            for j, i in enumerate(slots):
+                final_obs[i] = {k: v[j] for k, v in final.items()}
+            info["final_obs"], info["_final_obs"] = final_obs, done.copy()
             self._start(slots)
-        return self.core.obs(), reward, term, trunc, info
+        return self.core.obs(copy=self.copy), reward, term, trunc, info
 
     def prompt(self, slot: int = 0) -> str:
         if self.core.last_requests is None or not hasattr(self.rater, "prompt"):

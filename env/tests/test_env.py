@@ -200,3 +200,30 @@ def test_missing_parts_are_named(tmp_path):
         SuberEnv(ds, retrieval="embedding")
     with pytest.raises(DatasetError, match=r"user_descriptions\.parquet"):
         dataset_query(PromptBuilder("movies", get_scale("0-9")), ds, 0, 1, [], [], 0)
+
+
+def test_recent_list_matches_sorting_by_last_timestamp(movies):
+    rng = np.random.default_rng(3)
+    fast, slow = Memory(4, movies.n_items, 0, recent=3), Memory(4, movies.n_items, 0, recent=0)
+    for _ in range(40):
+        q = rng.integers(0, movies.n_items, 4)
+        got = retrieve("recent", 3, fast, q, movies)
+        assert np.array_equal(got, retrieve("recent", 3, slow, q, movies))
+        want_r = np.where(got >= 0, slow.rating[np.arange(4)[:, None], np.maximum(got, 0)], 0)
+        assert np.array_equal(fast.recent_r, want_r)  # the ratings kept beside the list are the last ones
+        items = rng.integers(0, 6, 4)  # few distinct items: many repeats
+        r = rng.integers(1, 11, 4).astype(np.float32)
+        fast.write(items, r)
+        slow.write(items, r)
+
+
+def test_sampling_warpers_match_transformers():
+    torch = pytest.importorskip("torch")
+    tr = pytest.importorskip("transformers")
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.full(10, 0.7), size=200)
+    logits = torch.tensor(np.log(p))
+    for warper in (tr.TemperatureLogitsWarper(0.6), tr.TopKLogitsWarper(50), tr.TopPLogitsWarper(0.9)):
+        logits = warper(None, logits)
+    want = torch.softmax(logits, dim=-1).numpy()
+    np.testing.assert_allclose(sampling_probs(p), want, atol=1e-9)
