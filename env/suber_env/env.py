@@ -289,7 +289,8 @@ class SuberVectorEnv(gym.vector.VectorEnv):
             self._rngs = [seeding.np_random(s)[0] for s in seeds]
             self._eval_next = np.arange(self.num_envs)
         self._start(np.arange(self.num_envs))
-        return self.core.obs(copy=self.copy), {"user": self.core.users.copy(), "user_id": self.ds.user_ids[self.core.users]}
+        info = {"user": self.core.users.copy(), "user_id": self.ds.user_ids[self.core.users]}
+        return self.core.obs(copy=self.copy), info
 
     def step(self, actions):
         reward, term, trunc, info = self.core.step(np.asarray(actions))
