@@ -113,6 +113,7 @@ def run_build(o: BuildOptions, *, console: Console, out: Console) -> dg.ExecuteI
     if not result.success:
         raise SuberDataError(_first_failure(result))
     _report(result, o, out)
+    _step_reports(keys, resources_for(o)["storage"].dataset_dir(), out)
     return result
 
 
@@ -148,3 +149,11 @@ def _report(result: dg.ExecuteInProcessResult, o: BuildOptions, out: Console) ->
             mark = "[green]passed[/]" if ev.passed else "[red]FAILED[/]"
             checks.add_row(ev.asset_key.to_user_string(), ev.check_name, mark)
         out.print(checks)
+
+
+def _step_reports(keys: list[str], dataset_dir, out: Console) -> None:
+    """The steps' own reports: how every sampled marginal compares with its target, generation quality."""
+    if "users" in keys:
+        from suber_data.users import check_users_dataset, users_report
+
+        out.print(users_report(check_users_dataset(dataset_dir)))

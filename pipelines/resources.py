@@ -42,6 +42,9 @@ class UsersResource(dg.ConfigurableResource):
     seed: int = 42
     profile: str = "census"  # "census" or "suber"
     suber_lists: str | None = None  # folder holding SUBER's list CSVs, instead of fetching them
+    census: str = "packaged"  # "packaged" (Vintage 2019, shipped), a vintage "2023" or "2023:2021", or a CSV path
+    age_min: int = 4
+    age_max: int = 90
 
 
 class LLMResource(dg.ConfigurableResource):
