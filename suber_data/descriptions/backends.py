@@ -107,13 +107,16 @@ def open_backend(
     device: str | None = None,
     dtype: str | None = None,
     gguf_file: str | None = None,
+    response_format: str = "json_schema",
 ) -> Backend:
     if info.backend == "template":
         return TemplateBackend(info)
     if info.backend == "openai":
         from suber_data.descriptions.openai_backend import OpenAIBackend
 
-        return OpenAIBackend(info, base_url=base_url, api_key=api_key, concurrency=concurrency)
+        return OpenAIBackend(
+            info, base_url=base_url, api_key=api_key, concurrency=concurrency, response_format=response_format
+        )
     from suber_data.descriptions.local import LocalBackend
 
     if info.backend == "smollm2":

@@ -160,6 +160,7 @@ def generate_descriptions(
     device: str | None = None,
     dtype: str | None = None,
     gguf_file: str | None = None,
+    response_format: str = "json_schema",
     template_dir: str | Path | None = None,
     backend_instance: Backend | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -231,6 +232,7 @@ def generate_descriptions(
                 device=device,
                 dtype=dtype,
                 gguf_file=gguf_file,
+                response_format=response_format,
             )
         done = 0
         while queue:

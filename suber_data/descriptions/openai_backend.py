@@ -25,6 +25,10 @@ from suber_data.descriptions.program import DESCRIPTION, Choice, Decoding, Reque
 from suber_data.errors import SuberDataError
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+# "json_schema": OpenAI, vLLM, SGLang, llama.cpp's llama-server; "json_object": llama-cpp-python's server
+# (``{"type": "json_object", "schema": ...}``); "none": no structured output (the answer is still validated).
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+DESCRIPTION_PATTERN = '^[a-z][^\\n"\\\\]*$'
 
 
 class OpenAIBackend:
@@ -39,7 +43,7 @@ class OpenAIBackend:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         timeout: float = 120.0,
-        structured: bool = True,
+        response_format: str = "json_schema",
     ):
         self.info = info
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
@@ -49,7 +53,9 @@ class OpenAIBackend:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.timeout = timeout
-        self.structured = structured
+        if response_format not in RESPONSE_FORMATS:
+            raise SuberDataError(f"response_format must be one of {RESPONSE_FORMATS}, not {response_format!r}")
+        self.response_format = response_format
         self.retries = 0  # retried requests, over the backend's life
 
     def close(self) -> None:
@@ -66,10 +72,17 @@ class OpenAIBackend:
         for choice in request.choices:
             properties[choice.name] = {"type": "string", "enum": list(choice.options)}
             asks.append(f'"{choice.name}": one of {", ".join(choice.options)}')
-        properties[DESCRIPTION] = {"type": "string", "minLength": 1, "pattern": "^[^\\n]+$"}
-        asks.append(f'"{DESCRIPTION}": the words that continue "{request.lead} ..." (without repeating them)')
+        # One line, starting in lower case (it continues a sentence, as in SUBER), no quotes or backslashes
+        # (some servers turn the pattern into a grammar that would otherwise let the string end early).
+        properties[DESCRIPTION] = {"type": "string", "minLength": 1, "pattern": DESCRIPTION_PATTERN}
+        asks.append(
+            f'"{DESCRIPTION}": the rest of the sentence "{request.lead} ...", one long line that starts in lower '
+            "case right after those words (do not write the name again)"
+        )
+        record = request.record_text().rstrip()
+        record = record.rsplit("\n", 1)[0] if request.lead and record.endswith(request.lead) else record
         content = (
-            f"{request.instruction}\n\n{request.record_text().rstrip()}\n\n"
+            f"{request.instruction}\n\n{record}\n\n"
             "Answer with a JSON object with these fields: " + "; ".join(asks) + "."
         )
         body: dict[str, Any] = {
@@ -79,20 +92,19 @@ class OpenAIBackend:
             "max_tokens": decoding.max_tokens + 64,  # room for the JSON around the description
             "seed": seed % 2**31,
         }
-        if self.structured:
+        schema = {
+            "type": "object",
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
+        if self.response_format == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {
-                    "name": "user_description",
-                    "strict": True,
-                    "schema": {
-                        "type": "object",
-                        "properties": properties,
-                        "required": list(properties),
-                        "additionalProperties": False,
-                    },
-                },
+                "json_schema": {"name": "user_description", "strict": True, "schema": schema},
             }
+        elif self.response_format == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
         return body
 
     @staticmethod
@@ -170,10 +182,14 @@ class OpenAIBackend:
                     raise SuberDataError(
                         f"{self.base_url}: 401 unauthorized; set OPENAI_API_KEY (or pass the key) for this server"
                     )
-                if response.status_code == 400 and "response_format" in response.text and self.structured:
+                if (
+                    response.status_code == 400
+                    and "response_format" in response.text
+                    and self.response_format != "none"
+                ):
                     raise SuberDataError(
                         f"{self.base_url} rejected structured output (response_format json_schema): "
-                        f"{response.text[:200]}; use a server that supports it (vLLM, SGLang, llama.cpp, OpenAI)"
+                        f"{response.text[:200]}; try response_format='json_object' (llama-cpp-python) or 'none'"
                     )
                 if response.status_code not in RETRY_STATUS:
                     return Output(None, error=last)

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.backends import describe
-from suber_data.descriptions.openai_backend import OpenAIBackend
+from suber_data.descriptions.openai_backend import DESCRIPTION_PATTERN, OpenAIBackend
 from tests.descriptions.helpers import write_users
 from tests.descriptions.openai_server import OpenAIServer
 
@@ -30,7 +30,7 @@ def test_openai_backend_retries_faults_and_validates_answers(tmp_path, monkeypat
     bodies = server.requests
     assert all(b["model"] == "served-model" and b["response_format"]["type"] == "json_schema" for b in bodies)
     schema = bodies[0]["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["description"]["pattern"] == "^[^\\n]+$"
+    assert schema["properties"]["description"]["pattern"] == DESCRIPTION_PATTERN
     assert any("enum" in p for p in schema["properties"].values())
     assert all(h.get("Authorization") == f"Bearer {KEY}" for h in server.headers)
     assert len({b["seed"] for b in bodies}) >= 6
