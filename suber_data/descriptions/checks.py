@@ -25,7 +25,21 @@ _STOP = {
 _OCCUPATION_SYNONYMS = {
     "schoolchild": ("school", "pupil", "student", "grade", "class", "kid", "child"),
     "retired": ("retire", "former", "pension", "used to", "career"),
-    "student": ("student", "studies", "studying", "universit", "college", "school", "degree", "class"),
+    "student": (
+        "student",
+        "studies",
+        "studying",
+        "study",
+        "universit",
+        "college",
+        "school",
+        "degree",
+        "class",
+        "course",
+        "academ",
+        "campus",
+        "learn",
+    ),
     "apprentice": ("apprentic", "trainee", "training", "learning the trade", "learns the trade"),
 }
 _LEAKS = (

@@ -55,5 +55,9 @@ def users_table(n: int = 4, *, seed: int = 7, books: bool = False) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=USERS)
 
 
-def write_users(dataset_dir: Path, n: int = 4, **kwargs) -> Path:
-    return write_parquet(users_table(n, **kwargs), Path(dataset_dir) / "users.parquet", USERS)
+def write_users(dataset_dir: Path, n: int = 4, ids: list[int] | None = None, **kwargs) -> Path:
+    """users.parquet with the first ``n`` people (or only the user ids ``ids`` among them)."""
+    table = users_table(n if ids is None else max(ids) + 1, **kwargs)
+    if ids is not None:
+        table = table.take(ids)
+    return write_parquet(table, Path(dataset_dir) / "users.parquet", USERS)

@@ -17,15 +17,16 @@ pytestmark = pytest.mark.slow
 
 
 def test_smollm2_writes_checked_descriptions_with_provenance_and_rerun_generates_nothing(tmp_path, smollm2):
-    write_users(tmp_path, 3)
-    result = generate_descriptions(tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=3, max_attempts=3)
+    ids = [0, 1, 5, 6]  # nurse/gardening, retired/fishing, software engineer/cycling, teacher/baking
+    write_users(tmp_path, ids=ids)
+    result = generate_descriptions(tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=4, max_attempts=3)
     print(result.summary())
-    assert result.total == 3 and result.written + len(result.failed) == 3
-    assert result.written >= 2, result.summary()
+    assert result.total == 4 and result.written + len(result.failed) == 4
+    assert result.written >= 2, result.summary()  # a 135M model: most, not necessarily all, pass the checks
     for failure in result.failed:  # a failure is reported with its reasons, never written
         assert failure["problems"] and failure["attempts"] == 3
     rows = pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()
-    users = {u["user_id"]: u for u in users_table(3).to_pylist()}
+    users = {u["user_id"]: u for u in users_table(8).to_pylist()}
     assert len(rows) == result.written and len({r["user_id"] for r in rows}) == len(rows)
     for row in rows:
         print(row["user_id"], row["variant"], row["attempts"], repr(row["description"]))
@@ -39,8 +40,8 @@ def test_smollm2_writes_checked_descriptions_with_provenance_and_rerun_generates
         assert 1 <= row["attempts"] <= 3 and row["seconds"] > 0 and row["seed"] > 0
     step = json.loads((tmp_path / "manifest.json").read_text())["steps"]["user_descriptions"]
     assert step["models"]["description_llm"]["backend"] == "smollm2"
-    assert step["counts"]["generated"] == 3 and step["counts"]["failed"] == len(result.failed)
+    assert step["counts"]["generated"] == 4 and step["counts"]["failed"] == len(result.failed)
 
-    again = generate_descriptions(tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=3, max_attempts=3)
+    again = generate_descriptions(tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=4, max_attempts=3)
     assert again.skipped and again.generated == 0 and again.attempts == 0
     assert pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist() == rows
