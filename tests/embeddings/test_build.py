@@ -37,7 +37,7 @@ def test_build_then_incremental_rebuilds(minilm, small, tmp_path):
     assert table.column("item_id").to_pylist() == list(range(12))
     vectors = arrow_to_vectors(table.column("embedding"))
     expected = minilm.encode([r["overview"] or r["title"] for r in small])
-    np.testing.assert_allclose(vectors, expected, atol=1e-5)
+    np.testing.assert_allclose(vectors, expected, atol=1e-4)  # batch composition moves the last digits
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
     step = read_manifest(data)["steps"]["item_embeddings"]
