@@ -60,10 +60,8 @@ class PromptBuilder:
               seen: int) -> str:
         """The user message. ``history`` = (title, stored rating) pairs; ``seen`` = earlier watches."""
         t, f = self.t, self.fmt
-        gender, pronoun = _gender(sex, age)
-        persona = t["persona"].format(name=name, age=age, gender=gender, pronoun=pronoun,
-                                      description=description.strip())
-        parts = [persona]
+        pronoun = _gender(sex, age)[1]
+        parts = [self.persona(name, sex, age, description)]
         if history:
             entries = ", ".join(t["history_entry"].format(title=h, rating=self.scale.show(r)) for h, r in history)
             parts.append(t["history"].format(name=name, pronoun=pronoun, entries=entries, **f))
@@ -79,6 +77,12 @@ class PromptBuilder:
         parts.append(t["seen"].format(name=name, title=title, ordinal=ordinal(seen + 1)))
         parts.append(t["question"].format(name=name, title=title, **f))
         return "".join(parts)
+
+    def persona(self, name: str, sex: str, age: int, description: str) -> str:
+        """The query's first part: who the user is (shared by all of that user's ratings)."""
+        gender, pronoun = _gender(sex, age)
+        return self.t["persona"].format(name=name, age=age, gender=gender, pronoun=pronoun,
+                                        description=description.strip())
 
     def answer_prefix(self, name: str, sex: str, age: int = 30) -> str:
         return self.t["answer"].format(name=name, pronoun=_gender(sex, age)[1])
@@ -97,6 +101,11 @@ class PromptBuilder:
 
     def shared_messages(self) -> list[dict]:
         return [{"role": "system", "content": self.system()}, *self.example_messages()]
+
+
+def dataset_persona(pb: PromptBuilder, ds, user: int) -> str:
+    sex = "M" if ds.sex[user] == 0 else "F"
+    return pb.persona(ds.first_names[user], sex, int(ds.age[user]), ds.descriptions[user])
 
 
 def dataset_query(pb: PromptBuilder, ds, user: int, item: int, hist_items, hist_ratings, seen: int) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core import Scale, get_scale
-from .prompts import PromptBuilder, dataset_query
+from .prompts import PromptBuilder, dataset_persona, dataset_query
 
 
 @dataclass
@@ -171,6 +171,17 @@ class _PromptRenderer:
             out.append(cache[key])
         return out
 
+    def split_suffixes(self, req: Requests) -> tuple[list[str], list[str]]:
+        """Each suffix cut after the persona: (head = chat header + persona, rest). The head depends only
+        on the user, so its key-value cache can be shared by all of that user's ratings."""
+        heads, rests = [], []
+        for b, text in enumerate(self.suffixes(req)):
+            persona = dataset_persona(self.pb, self.ds, int(req.users[b]))
+            cut = text.index(persona) + len(persona)
+            heads.append(text[:cut])
+            rests.append(text[cut:])
+        return heads, rests
+
     def prompt(self, req: Requests, row: int = 0) -> str:
         """The whole prompt text of one request (prefix + suffix), for inspection."""
         return self.prefix + self.suffixes(req.subset(slice(row, row + 1)))[0]
@@ -185,7 +196,10 @@ class TransformersRater(Rater):
     name = "transformers"
 
     def __init__(self, ds, model, tokenizer, scale: str = "0-9", shots: int = 2, max_batch: int = 16,
-                 max_batch_tokens: int = 8192, share_prefix: bool = True):
+                 max_batch_tokens: int = 8192, share_prefix: bool = True, share_persona: bool = True,
+                 persona_cache_size: int = 256):
+        from collections import OrderedDict
+
         import torch
 
         self.torch = torch
@@ -194,6 +208,10 @@ class TransformersRater(Rater):
         self.pb = PromptBuilder(ds.domain, self.scale, shots)
         self.render = _PromptRenderer(ds, self.pb, tokenizer)
         self.max_batch, self.max_batch_tokens, self.share_prefix = max_batch, max_batch_tokens, share_prefix
+        self.share_persona = share_persona and share_prefix
+        self.persona_cache_size = persona_cache_size
+        self._persona_kv: OrderedDict = OrderedDict()  # user -> [(k, v) per layer], (kv_heads, L_u, d)
+        self._persona_ids: dict[int, list[int]] = {}
         probe = self.render.full("x", self.pb.answer_prefix("Ann", "F"))
         pairs, keep = _label_token_ids(tokenizer, self.scale, probe)
         self.render.keep_space = keep
@@ -218,10 +236,22 @@ class TransformersRater(Rater):
         return cls(ds, model, tok, **kw)
 
     # -- token ids
+    def encode_parts(self, req: Requests) -> tuple[list[list[int]], list[list[int]]]:
+        """Token ids of each request after the shared prefix, in two parts: the user's head (chat header
+        and persona, the same for all of a user's requests) and the rest. Every path uses these ids."""
+        heads, rests = self.render.split_suffixes(req)
+        head_ids = []
+        for u, h in zip(req.users.tolist(), heads, strict=True):
+            if u not in self._persona_ids:
+                self._persona_ids[u] = self.tok(h, add_special_tokens=False)["input_ids"]
+            head_ids.append(self._persona_ids[u])
+        rest_ids = self.tok(rests, add_special_tokens=False)["input_ids"]
+        return head_ids, rest_ids
+
     def encode(self, req: Requests) -> list[list[int]]:
         """Token ids of each request's suffix (after the shared prefix)."""
-        texts = self.render.suffixes(req)
-        return self.tok(texts, add_special_tokens=False)["input_ids"]
+        heads, rests = self.encode_parts(req)
+        return [h + r for h, r in zip(heads, rests, strict=True)]
 
     def prompt(self, req: Requests, row: int = 0) -> str:
         return self.render.prompt(req, row)
@@ -258,14 +288,17 @@ class TransformersRater(Rater):
             cache.update(k.expand(b, -1, -1, -1).contiguous(), v.expand(b, -1, -1, -1).contiguous(), i)
         return cache
 
+    def _padded(self, seqs: list[list[int]]):
+        torch = self.torch
+        lens = torch.tensor([len(x) for x in seqs], device=self.device)
+        ids = torch.full((len(seqs), int(lens.max())), self.pad_id, dtype=torch.long)
+        for r, x in enumerate(seqs):
+            ids[r, : len(x)] = torch.tensor(x)
+        return ids.to(self.device), lens
+
     def _forward_batch(self, seqs: list[list[int]], with_prefix: bool) -> np.ndarray:
         torch = self.torch
-        lens = torch.tensor([len(s) for s in seqs], device=self.device)
-        T = int(lens.max())
-        ids = torch.full((len(seqs), T), self.pad_id, dtype=torch.long)
-        for r, s in enumerate(seqs):
-            ids[r, : len(s)] = torch.tensor(s)
-        ids = ids.to(self.device)
+        ids, lens = self._padded(seqs)
         body, head = self._body_head()
         P = len(self.prefix_ids) if with_prefix else 0
         kwargs = {}
@@ -273,10 +306,68 @@ class TransformersRater(Rater):
             kwargs["past_key_values"] = self._expanded_cache(len(seqs))
         # right padding: a real token never attends to the pads after it, so no mask is needed; the
         # answer logits are read at each row's last real position
-        mask = torch.ones((len(seqs), P + T), dtype=torch.long, device=self.device)
+        mask = torch.ones((len(seqs), P + ids.shape[1]), dtype=torch.long, device=self.device)
         with torch.inference_mode():
             h = body(input_ids=ids, attention_mask=mask, use_cache=bool(kwargs), **kwargs).last_hidden_state
             last = h[torch.arange(len(seqs), device=self.device), lens - 1]
+            logits = head(last)
+        return self._label_probs(logits)
+
+    def _persona_caches(self, users: list[int], heads: list[list[int]]) -> None:
+        """Compute (on top of the shared prefix) and keep the key-value cache of users' heads not cached."""
+        torch = self.torch
+        todo = {}
+        for u, h in zip(users, heads, strict=True):
+            if u in self._persona_kv:
+                self._persona_kv.move_to_end(u)
+            else:
+                todo[u] = h
+        todo_users = list(todo)
+        for start in range(0, len(todo_users), self.max_batch):
+            chunk = todo_users[start : start + self.max_batch]
+            ids, lens = self._padded([todo[u] for u in chunk])
+            cache = self._expanded_cache(len(chunk))
+            P = len(self.prefix_ids)
+            mask = torch.ones((len(chunk), P + ids.shape[1]), dtype=torch.long, device=self.device)
+            body, _ = self._body_head()
+            with torch.inference_mode():
+                body(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+            for r, u in enumerate(chunk):
+                n = int(lens[r])
+                self._persona_kv[u] = [(layer.keys[r, :, P : P + n].clone(), layer.values[r, :, P : P + n].clone())
+                                       for layer in cache.layers]
+        while len(self._persona_kv) > max(self.persona_cache_size, len(set(users))):
+            self._persona_kv.popitem(last=False)
+
+    def _forward_batch_persona(self, users: list[int], rests: list[list[int]]) -> np.ndarray:
+        """Shared prefix + each row's cached persona (padded to the longest, masked) + the rest."""
+        from transformers import DynamicCache
+
+        torch = self.torch
+        b = len(users)
+        P = len(self.prefix_ids)
+        pk = [self._persona_kv[u] for u in users]
+        plen = torch.tensor([kv[0][0].shape[1] for kv in pk], device=self.device)
+        Lmax = int(plen.max())
+        ids, lens = self._padded(rests)
+        T = ids.shape[1]
+        cache = DynamicCache(config=self.model.config)
+        for i, (k0, v0) in enumerate(self._prefix_kv()):
+            k = k0.new_zeros((b, k0.shape[1], P + Lmax, k0.shape[3]))
+            v = v0.new_zeros((b, v0.shape[1], P + Lmax, v0.shape[3]))
+            k[:, :, :P], v[:, :, :P] = k0, v0
+            for r, kv in enumerate(pk):
+                n = kv[i][0].shape[1]
+                k[r, :, P : P + n], v[r, :, P : P + n] = kv[i]
+            cache.update(k, v, i)
+        cols = torch.arange(P + Lmax + T, device=self.device)
+        mask = ~((cols[None, :] >= P + plen[:, None]) & (cols[None, :] < P + Lmax))  # hide the persona padding
+        pos = (P + plen)[:, None] + torch.arange(T, device=self.device)[None, :]
+        body, head = self._body_head()
+        with torch.inference_mode():
+            h = body(input_ids=ids, attention_mask=mask.long(), position_ids=pos, past_key_values=cache,
+                     use_cache=True).last_hidden_state
+            last = h[torch.arange(b, device=self.device), lens - 1]
             logits = head(last)
         return self._label_probs(logits)
 
@@ -296,11 +387,19 @@ class TransformersRater(Rater):
         return out
 
     def distribution(self, req: Requests) -> np.ndarray:
-        seqs = self.encode(req)
+        heads, rests = self.encode_parts(req)
+        out = np.zeros((len(req), self.scale.n))
+        if self.share_persona and self.prefix_ids:
+            users = req.users.tolist()
+            self._persona_caches(users, heads)
+            total = np.array([len(h) + len(r) for h, r in zip(heads, rests, strict=True)])
+            for idx in self.batches(total):
+                out[idx] = self._forward_batch_persona([users[i] for i in idx], [rests[i] for i in idx])
+            return out
+        seqs = [h + r for h, r in zip(heads, rests, strict=True)]
         use_prefix = self.share_prefix and bool(self.prefix_ids)
         if not use_prefix:
             seqs = [self.prefix_ids + s for s in seqs]
-        out = np.zeros((len(seqs), self.scale.n))
         for idx in self.batches(np.array([len(s) for s in seqs])):
             out[idx] = self._forward_batch([seqs[i] for i in idx], with_prefix=use_prefix)
         return out

@@ -40,7 +40,7 @@ def _requests(n_items: int) -> Requests:
     # different history sizes so that rows have different lengths (padding and length groups)
     hist = np.array([[3, 5, 9], [2, -1, -1], [-1, -1, -1], [7, 1, -1]])
     ratings = np.where(hist >= 0, np.array([[8.0, 2.0, 6.0]]), 0.0)
-    return Requests(np.array([0, 1, 2, 3]), np.array([10, 11, 12, 13]) % n_items, hist, ratings,
+    return Requests(np.array([0, 1, 0, 3]), np.array([10, 11, 12, 13]) % n_items, hist, ratings,
                     np.array([0, 1, 0, 2]))
 
 
@@ -53,13 +53,18 @@ def test_batched_distribution_equals_one_request_at_a_time(movies, smollm2):
     assert len(set(lengths.tolist())) > 1  # rows of different lengths are padded together
     groups = rater.batches(lengths)
     assert [len(g) for g in groups] == [2, 2] and all(np.diff(lengths[np.concatenate(groups)]) >= 0)
-    batched = rater.distribution(req)
     single = rater.distribution_one_by_one(req)
+    # default path: shared prefix + each user's persona cached once (user 0 appears twice) + the rest
+    batched = rater.distribution(req)
+    assert sorted(rater._persona_kv) == [0, 1, 3]
     assert batched.shape == (4, 10)
     np.testing.assert_allclose(batched.sum(1), 1.0, atol=1e-9)
     np.testing.assert_allclose(batched, single, atol=2e-5)
+    # the same requests with only the shared prefix cached
+    rater.share_persona = False
+    np.testing.assert_allclose(rater.distribution(req), single, atol=2e-5)
     # the rows differ from each other: the model reads the prompts
-    assert np.abs(batched[0] - batched[2]).max() > 1e-3
+    assert np.abs(batched[0] - batched[1]).max() > 1e-3
 
 
 def test_scale_tokens_and_prompt_shape(movies, smollm2):
