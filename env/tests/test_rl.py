@@ -23,14 +23,18 @@ def _mean_reward(env, policy, steps: int, seed: int) -> float:
 def test_a2c_on_oracle_beats_random(movies):
     sb3 = pytest.importorskip("stable_baselines3")
     import torch
-    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+    from suber_env import SuberVectorEnv
+    from suber_env.rl import SB3VecEnv
 
     torch.manual_seed(0)
     # the oracle without its repeat penalty: a policy that learns the user's liked, well-voted items can
     # keep recommending them (SUBER's policies instead mask seen items)
     opts = dict(rater="oracle", rater_kwargs={"repeat": 0.0}, reward_mode="expected", shaping="identity",
                 item_vector=False)
-    venv = make_vec_env(lambda: SuberEnv(movies, **opts), n_envs=4, seed=0)
+    sb3_check_env(SuberEnv(movies, **opts), warn=False)
+    venv = SB3VecEnv(SuberVectorEnv(4, movies, **opts))  # 4 environments, one rater call per step
+    venv.seed(0)
     model = sb3.A2C("MultiInputPolicy", venv, learning_rate=3e-3, n_steps=8, gamma=0.9, ent_coef=0.0, seed=0,
                     device="cpu", policy_kwargs={"net_arch": [32]})
     model.learn(total_timesteps=3000)
