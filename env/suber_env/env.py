@@ -33,6 +33,12 @@ from .rater import Rater, Requests, make_rater
 DEFAULT_SCALE = {"movies": "0-9", "books": "1-5"}
 
 
+def _draw_episode(rng: np.random.Generator, n_users: int) -> tuple[int, int]:
+    """One draw per episode from the env's generator: (random user, 63-bit key of the episode's numbers)."""
+    a, key = rng.integers(0, 2**63 - 1, size=2)
+    return int(a % n_users), int(key)
+
+
 def _as_dataset(dataset, domain: str | None) -> Dataset:
     if isinstance(dataset, Dataset):
         return dataset
@@ -192,8 +198,7 @@ class SuberEnv(gym.Env):
         options = options or {}
         if seed is not None:
             self._eval_next = 0
-        user_draw = int(self.np_random.integers(self.ds.n_users))
-        key = np.uint64(self.np_random.integers(0, 2**63 - 1))
+        user_draw, key = _draw_episode(self.np_random, self.ds.n_users)
         if "user" in options:
             user = int(options["user"])
         elif "user_id" in options:
@@ -275,8 +280,9 @@ class SuberVectorEnv(gym.vector.VectorEnv):
     def _start(self, slots: np.ndarray) -> None:
         users, keys = [], []
         for i in slots:
-            users.append(int(self._rngs[i].integers(self.ds.n_users)))
-            keys.append(int(self._rngs[i].integers(0, 2**63 - 1)))
+            u, k = _draw_episode(self._rngs[i], self.ds.n_users)
+            users.append(u)
+            keys.append(k)
         users = np.array(users, np.int64)
         if self.core.eval_mode:
             users = self._eval_next[slots] % self.ds.n_users
