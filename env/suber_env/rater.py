@@ -97,33 +97,43 @@ class OracleRater(Rater):
 # ---------------------------------------------------------------- helpers shared by LLM backends
 
 
-def _label_token_ids(tokenizer, scale: Scale, context: str) -> tuple[list[tuple[int, int]], bool]:
-    """Which single tokens spell each label right after ``context`` (the answer prefix).
+def _label_token_ids(tokenizer, scale: Scale, context: str):
+    """Which tokens spell each label right after ``context`` (the answer prefix).
 
     Tries the context without its trailing space (labels as " 5" or "5") and then with it (labels as
-    "5"); returns ([(label index, token id)], keep_trailing_space). Raises if a label has no
-    single-token spelling, naming it and the scales that work for this tokenizer.
+    "5"). A label is spelled by one token, or by two tokens when the tokenizer splits it (SmolLM2 and
+    Llama split "10" into "1", "0"); every spelling found is used. Returns (singles [(label, token)],
+    doubles [(label, first, second)], keep_trailing_space); raises if a label has no such spelling.
     """
-    def single(ctx: str, variants) -> list[int]:
+    def spell(ctx: str, variants) -> tuple[list[int], list[tuple[int, int]]]:
         base = tokenizer(ctx, add_special_tokens=False)["input_ids"]
-        out = []
+        one, two = [], []
         for v in variants:
             ids = tokenizer(ctx + v, add_special_tokens=False)["input_ids"]
-            if len(ids) == len(base) + 1 and ids[: len(base)] == base and ids[-1] not in out:
-                out.append(ids[-1])
-        return out
+            if ids[: len(base)] != base:
+                continue
+            extra = ids[len(base):]
+            if len(extra) == 1 and extra[0] not in one:
+                one.append(extra[0])
+            elif len(extra) == 2 and tuple(extra) not in two:
+                two.append(tuple(extra))
+        return one, two
 
-    stripped = context.rstrip()
-    pairs = [(i, t) for i, lab in enumerate(scale.labels) for t in single(stripped, (" " + lab, lab))]
-    if {i for i, _ in pairs} == set(range(scale.n)):
-        return pairs, False
-    pairs = [(i, t) for i, lab in enumerate(scale.labels) for t in single(context, (lab,))]
-    if {i for i, _ in pairs} == set(range(scale.n)):
-        return pairs, True
-    missing = [lab for i, lab in enumerate(scale.labels) if i not in {j for j, _ in pairs}]
+    for ctx, variants, keep in ((context.rstrip(), lambda lab: (" " + lab, lab), False),
+                                (context, lambda lab: (lab,), True)):
+        singles, doubles, missing = [], [], []
+        for i, lab in enumerate(scale.labels):
+            one, two = spell(ctx, variants(lab))
+            singles += [(i, t) for t in one]
+            if not one:  # a second token only when the label has no one-token spelling
+                doubles += [(i, a, b) for a, b in two]
+            if not one and not two:
+                missing.append(lab)
+        if not missing:
+            return singles, doubles, keep
     raise ValueError(
-        f"rating scale {scale.name!r}: label(s) {missing} are not one token for this tokenizer, so they cannot be "
-        "read from one forward pass; use scale '0-9' (digits) or 'one-ten' (words) with this model"
+        f"rating scale {scale.name!r}: label(s) {missing} are neither one nor two tokens for this tokenizer; "
+        "use scale '0-9' (digits) or 'one-ten' (words) with this model"
     )
 
 
@@ -213,10 +223,11 @@ class TransformersRater(Rater):
         self._persona_kv: OrderedDict = OrderedDict()  # user -> [(k, v) per layer], (kv_heads, L_u, d)
         self._persona_ids: dict[int, list[int]] = {}
         probe = self.render.full("x", self.pb.answer_prefix("Ann", "F"))
-        pairs, keep = _label_token_ids(tokenizer, self.scale, probe)
+        singles, doubles, keep = _label_token_ids(tokenizer, self.scale, probe)
         self.render.keep_space = keep
-        self.label_idx = torch.tensor([i for i, _ in pairs])
-        self.token_ids = torch.tensor([t for _, t in pairs])
+        self.label_idx = torch.tensor([i for i, _ in singles])
+        self.token_ids = torch.tensor([t for _, t in singles])
+        self.doubles = doubles  # (label, first token, second token): read with one more token step
         self.device = next(model.parameters()).device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.prefix_ids = tokenizer(self.render.prefix, add_special_tokens=False)["input_ids"]
@@ -257,13 +268,49 @@ class TransformersRater(Rater):
         return self.render.prompt(req, row)
 
     # -- scoring
-    def _label_probs(self, logits) -> np.ndarray:
-        """Full-vocabulary logits (B, V) -> distribution over labels (B, L), both spellings summed."""
+    def _label_probs(self, logits, step2=None) -> np.ndarray:
+        """Full-vocabulary logits (B, V) -> distribution over labels (B, L), both spellings summed.
+
+        For labels spelled with two tokens (first, second), ``step2(first)`` gives the log-probabilities
+        after feeding ``first``: P(label) = P(first) P(second | first), and a one-token label equal to
+        ``first`` keeps P(first) (1 - sum of P(second | first) over those seconds)."""
         torch = self.torch
-        logp = torch.log_softmax(logits.float(), dim=-1)[:, self.token_ids.to(logits.device)]
-        p = torch.zeros(logits.shape[0], self.scale.n, dtype=torch.float64, device=logits.device)
-        p.index_add_(1, self.label_idx.to(logits.device), logp.double().exp())
+        dev = logits.device
+        logp_all = torch.log_softmax(logits.float(), dim=-1)
+        tok_p = logp_all[:, self.token_ids.to(dev)].double().exp()
+        for first in sorted({a for _, a, _ in self.doubles}):
+            logp2 = step2(first)
+            cont = sum(logp2[:, b].double().exp() for _, a, b in self.doubles if a == first)
+            tok_p[:, self.token_ids.to(dev) == first] *= (1.0 - cont)[:, None]
+        p = torch.zeros(logits.shape[0], self.scale.n, dtype=torch.float64, device=dev)
+        p.index_add_(1, self.label_idx.to(dev), tok_p)
+        for label, a, b in self.doubles:
+            logp2 = step2(a)
+            p[:, label] += logp_all[:, a].double().exp() * logp2[:, b].double().exp()
         return (p / p.sum(dim=1, keepdim=True)).cpu().numpy()
+
+    def _step2(self, cache, mask, pos):
+        """A function first-token -> log-probabilities after it, continuing ``cache`` by one token per row
+        at positions ``pos`` with the 2-D ``mask`` (B, cache length) of visible cache entries."""
+        torch = self.torch
+        body, head = self._body_head()
+        memo: dict[int, object] = {}
+
+        def run(first: int):
+            if first not in memo:
+                import copy
+
+                c = copy.deepcopy(cache) if len({a for _, a, _ in self.doubles}) > 1 else cache
+                b = mask.shape[0]
+                ids = torch.full((b, 1), first, dtype=torch.long, device=self.device)
+                m = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=self.device)], dim=1)
+                with torch.inference_mode():
+                    h = body(input_ids=ids, attention_mask=m.long(), position_ids=pos[:, None], past_key_values=c,
+                             use_cache=True).last_hidden_state[:, -1]
+                    memo[first] = torch.log_softmax(head(h).float(), dim=-1)
+            return memo[first]
+
+        return run
 
     def _body_head(self):
         body = getattr(self.model, self.model.base_model_prefix)
@@ -306,12 +353,18 @@ class TransformersRater(Rater):
             kwargs["past_key_values"] = self._expanded_cache(len(seqs))
         # right padding: a real token never attends to the pads after it, so no mask is needed; the
         # answer logits are read at each row's last real position
-        mask = torch.ones((len(seqs), P + ids.shape[1]), dtype=torch.long, device=self.device)
+        T = ids.shape[1]
+        mask = torch.ones((len(seqs), P + T), dtype=torch.long, device=self.device)
         with torch.inference_mode():
-            h = body(input_ids=ids, attention_mask=mask, use_cache=bool(kwargs), **kwargs).last_hidden_state
-            last = h[torch.arange(len(seqs), device=self.device), lens - 1]
+            out = body(input_ids=ids, attention_mask=mask, use_cache=bool(kwargs) or bool(self.doubles), **kwargs)
+            last = out.last_hidden_state[torch.arange(len(seqs), device=self.device), lens - 1]
             logits = head(last)
-        return self._label_probs(logits)
+        step2 = None
+        if self.doubles:
+            cols = torch.arange(P + T, device=self.device)
+            visible = cols[None, :] < (P + lens)[:, None]  # hide the right padding from the extra token
+            step2 = self._step2(out.past_key_values, visible, P + lens)
+        return self._label_probs(logits, step2)
 
     def _persona_caches(self, users: list[int], heads: list[list[int]]) -> None:
         """Compute (on top of the shared prefix) and keep the key-value cache of users' heads not cached."""
@@ -369,7 +422,11 @@ class TransformersRater(Rater):
                      use_cache=True).last_hidden_state
             last = h[torch.arange(b, device=self.device), lens - 1]
             logits = head(last)
-        return self._label_probs(logits)
+        step2 = None
+        if self.doubles:
+            visible = mask & (cols[None, :] < (P + Lmax + lens)[:, None])  # and hide the right padding
+            step2 = self._step2(cache, visible, P + plen + lens)
+        return self._label_probs(logits, step2)
 
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
         """Group request indices by length: sort, then cut into batches under max_batch / max_batch_tokens."""

@@ -98,8 +98,41 @@ def test_scale_tokens_and_prompt_shape(movies, smollm2):
         text.index("to give it a rating of", q),
     ]
     assert order == sorted(order)
-    with pytest.raises(ValueError, match="not one token"):
-        TransformersRater(movies, model, tok, scale="1-10", shots=0)  # SmolLM2 splits "10" into two digits
+
+
+def test_two_token_label_10_on_the_1_10_scale(movies, smollm2):
+    """SmolLM2 splits "10" into "1", "0": P(10) = P("1") P("0" | "1") and P(1) = P("1") (1 - P("0" | "1")),
+    read with one extra token step on the cache. A tiny Llama with random weights (named so) and the real
+    SmolLM2 tokenizer keeps this test fast; batched (persona and prefix paths) == one request at a time."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    _, tok = smollm2
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096)
+    tiny_llama_random_weights = LlamaForCausalLM(cfg)
+    rater = TransformersRater(movies, tiny_llama_random_weights, tok, scale="1-10", shots=2, max_batch=2)
+    ids = {tok.decode([t]) for t in rater.token_ids.tolist()}
+    assert ids == {str(i) for i in range(1, 10)}
+    assert [(lab, tok.decode([a]), tok.decode([b])) for lab, a, b in rater.doubles] == [(9, "1", "0")]
+    req = _requests(movies.n_items)
+    single = rater.distribution_one_by_one(req)
+    np.testing.assert_allclose(rater.distribution(req), single, atol=1e-6)
+    rater.share_persona = False
+    np.testing.assert_allclose(rater.distribution(req), single, atol=1e-6)
+    assert (single[:, 9] > 0).all() and np.allclose(single.sum(1), 1)
+    # the "10" mass is P("1") P("0" | "1"), computed here by hand for one request without any cache
+    seq = rater.prefix_ids + rater.encode(req.subset(slice(0, 1)))[0]
+    one, zero = rater.doubles[0][1], rater.doubles[0][2]
+    with torch.inference_mode():
+        lp1 = torch.log_softmax(tiny_llama_random_weights(torch.tensor([seq])).logits[0, -1], -1)
+        lp2 = torch.log_softmax(tiny_llama_random_weights(torch.tensor([seq + [one]])).logits[0, -1], -1)
+    p_all = {i: float(lp1[t].exp()) for i, t in zip(rater.label_idx.tolist(), rater.token_ids.tolist(), strict=True)}
+    p_all[0] *= 1 - float(lp2[zero].exp())  # label index 0 is "1"
+    p_all[9] = float(lp1[one].exp() * lp2[zero].exp())
+    want = np.array([p_all[i] for i in range(10)])
+    np.testing.assert_allclose(single[0], want / want.sum(), rtol=1e-4)
 
 
 def test_sample_mode_reproduces_for_a_seed(movies, smollm2):
