@@ -108,6 +108,22 @@ class Dataset:
     item_embeddings: np.ndarray | None = None  # (n_items, d) float32, unit norm
     missing: dict[str, str] = field(default_factory=dict)  # file -> why it is absent
 
+    def sql(self, query: str):
+        """Run DuckDB SQL over the folder's Parquet files, each a view named after its file (``items``,
+        ``users``, ``user_descriptions``, ``ratings``, ``item_embeddings``...); returns an Arrow table."""
+        import duckdb
+
+        con = duckdb.connect()
+        try:
+            for f in sorted(self.path.glob("*.parquet")):
+                path = str(f).replace("'", "''")
+                con.execute(f"CREATE VIEW \"{f.stem}\" AS SELECT * FROM read_parquet('{path}')")
+            res = con.execute(query)
+            fetch = getattr(res, "to_arrow_table", None) or res.fetch_arrow_table  # duckdb 2.x / 1.x
+            return fetch()
+        finally:
+            con.close()
+
     def require(self, what: str, feature: str) -> None:
         """Raise a clear error when ``feature`` needs a part of the dataset that is absent."""
         present = {

@@ -78,3 +78,10 @@ def test_embeddings_must_cover_items(tmp_path):
     pq.write_table(t, d / "item_embeddings.parquet")
     with pytest.raises(DatasetError, match=r"item_embeddings\.parquet: field 'item_id' must cover"):
         load_dataset(d, verify=False)
+
+
+def test_sql_over_the_parquet_files(movies):
+    t = movies.sql("SELECT count(*) AS n, max(item_id) AS m FROM items")
+    assert t.to_pylist() == [{"n": 40, "m": 39}]
+    liked = movies.sql("SELECT user_id, liked FROM users ORDER BY user_id LIMIT 1").to_pylist()[0]
+    assert sorted(liked["liked"]) == sorted(movies.genre_vocab[j] for j in np.flatnonzero(movies.liked[0]))

@@ -227,3 +227,18 @@ def test_sampling_warpers_match_transformers():
         logits = warper(None, logits)
     want = torch.softmax(logits, dim=-1).numpy()
     np.testing.assert_allclose(sampling_probs(p), want, atol=1e-9)
+
+
+def test_vector_eval_mode_and_truncation(movies):
+    venv = SuberVectorEnv(3, movies, eval_mode=True, eval_steps=4)
+    obs, _ = venv.reset(seed=0)
+    assert obs["user_id"][:, 0].tolist() == [0, 1, 2]
+    for t in range(4):
+        obs, _, term, trunc, info = venv.step(np.array([t, t + 1, t + 2]))
+    assert term.all() and not trunc.any()
+    assert obs["user_id"][:, 0].tolist() == [3, 4, 5]  # slot i takes users i, i + 3, ...
+    assert info["final_obs"][0]["history_items"][:4].tolist() == [3, 2, 1, 0]
+    env = SuberEnv(movies, p_terminate=0.0, max_episode_steps=5)
+    env.reset(seed=0)
+    flags = [env.step(1)[2:4] for _ in range(5)]
+    assert flags == [(False, False)] * 4 + [(False, True)]
