@@ -118,8 +118,8 @@ class Dataset:
             for f in sorted(self.path.glob("*.parquet")):
                 path = str(f).replace("'", "''")
                 con.execute(f"CREATE VIEW \"{f.stem}\" AS SELECT * FROM read_parquet('{path}')")
-            res = con.execute(query)
-            fetch = getattr(res, "to_arrow_table", None) or res.fetch_arrow_table  # duckdb 2.x / 1.x
+            rel = con.sql(query)
+            fetch = getattr(rel, "to_arrow_table", None) or rel.arrow  # duckdb 2.x / 1.x
             return fetch()
         finally:
             con.close()
