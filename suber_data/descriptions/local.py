@@ -85,13 +85,15 @@ class LocalBackend:
             kwargs["revision"] = info.revision
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, **kwargs)
-            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **kwargs)
+            placement = {"device_map": device} if device.startswith("cuda") else {}  # load straight onto the GPU
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **placement, **kwargs)
         except (OSError, ValueError) as exc:
             raise SuberDataError(
                 f"could not load model {name_or_path!r}{' (' + gguf_file + ')' if gguf_file else ''}: {exc}. "
                 "Give a local folder or a Hugging Face id that is in the cache (HF_HOME), or use --llm smollm2"
             ) from exc
-        model.to(device)
+        if not device.startswith("cuda"):
+            model.to(device)
         model.eval()
         backend = cls(info, model, tokenizer, device)
         backend.resolved_revision = getattr(model.config, "_commit_hash", None)  # the hub commit, when known
@@ -181,61 +183,77 @@ class LocalBackend:
         errors: list[str | None] = [None] * n
         bitmask = llt.allocate_token_bitmask(n, self.vocab)
         arange_bits = torch.arange(32, dtype=torch.int32)
-        for _ in range(max_steps):
+        steps = 0
+        while steps < max_steps:
             rows = len(active)
-            mask = bitmask[:rows]
-            llt.fill_next_token_bitmask_par(self.executor, [(matchers[r], i) for i, r in enumerate(active)], mask)
-            allowed = ((mask.unsqueeze(-1) >> arange_bits) & 1).bool().reshape(rows, -1)[:, : self.vocab]
-            scores = logits.float().cpu()
-            if scores.shape[1] > self.vocab:
-                scores = scores[:, : self.vocab]
-            elif scores.shape[1] < self.vocab:
-                allowed = allowed[:, : scores.shape[1]]
-            scores = scores.masked_fill(~allowed, float("-inf"))
-            if temperature > 0:
-                noise = torch.stack([torch.rand(scores.shape[1], generator=generators[r]) for r in active])
-                gumbel = -torch.log(-torch.log(noise.clamp_(1e-20, 1.0)))
-                scores = scores / temperature + gumbel
-            choice = scores.argmax(dim=-1).tolist()
+            forced = [matchers[r].compute_ff_tokens() for r in active]
+            width = min(len(f) for f in forced)
+            if width:
+                # Every sequence is inside literal text: feed the common number of forced tokens at once,
+                # no mask and no sampling needed.
+                width = min(width, max_steps - steps)
+                step_rows = [f[:width] for f in forced]
+            else:
+                width = 1
+                mask = bitmask[:rows]
+                llt.fill_next_token_bitmask_par(self.executor, [(matchers[r], i) for i, r in enumerate(active)], mask)
+                allowed = ((mask.unsqueeze(-1) >> arange_bits) & 1).bool().reshape(rows, -1)[:, : self.vocab]
+                scores = logits.float().cpu()
+                if scores.shape[1] > self.vocab:
+                    scores = scores[:, : self.vocab]
+                elif scores.shape[1] < self.vocab:
+                    allowed = allowed[:, : scores.shape[1]]
+                scores = scores.masked_fill(~allowed, float("-inf"))
+                if temperature > 0:
+                    noise = torch.stack([torch.rand(scores.shape[1], generator=generators[r]) for r in active])
+                    gumbel = -torch.log(-torch.log(noise.clamp_(1e-20, 1.0)))
+                    scores = scores / temperature + gumbel
+                choice = scores.argmax(dim=-1).tolist()
+                step_rows = []
+                for i, f in enumerate(forced):
+                    if not f and not allowed[i].any():
+                        errors[active[i]] = "no token allowed by the program (dead end)"
+                    step_rows.append([f[0]] if f else [int(choice[i])])
+            steps += width
             keep: list[int] = []
             for i, r in enumerate(active):
                 matcher = matchers[r]
-                forced = matcher.compute_ff_tokens()
-                token = forced[0] if forced else int(choice[i])
-                if not forced and not allowed[i].any():
-                    errors[r] = f"no token allowed by the program ({matcher.get_error() or 'dead end'})"
-                elif not matcher.consume_token(token):
+                chunk = step_rows[i]
+                if errors[r]:
+                    pass
+                elif not matcher.consume_tokens(chunk):
                     errors[r] = f"the model left the program: {matcher.get_error()}"
-                elif token != self.eos:
-                    tokens[r].append(token)
-                if errors[r] or token == self.eos or matcher.is_stopped():
+                else:
+                    tokens[r].extend(t for t in chunk if t != self.eos)
+                if errors[r] or self.eos in chunk or matcher.is_stopped():
                     finished_at[r] = time.perf_counter()
                 else:
                     keep.append(i)
-                choice[i] = token
             if not keep:
                 break
-            step_tokens = torch.tensor([choice[i] for i in keep], dtype=torch.long, device=self.device)
+            step_tokens = torch.tensor([step_rows[i] for i in keep], dtype=torch.long, device=self.device)
             if len(keep) < rows:
                 index = torch.tensor(keep, dtype=torch.long, device=self.device)
                 cache.batch_select_indices(index)
                 attn = attn.index_select(0, index)
                 next_pos = next_pos.index_select(0, index)
             active = [active[i] for i in keep]
-            attn = torch.cat([attn, attn.new_ones((len(keep), 1))], dim=1)
+            attn = torch.cat([attn, attn.new_ones((len(keep), width))], dim=1)
             out = self.model(
-                input_ids=step_tokens[:, None],
+                input_ids=step_tokens,
                 attention_mask=attn,
-                position_ids=next_pos[:, None],
+                position_ids=next_pos[:, None] + torch.arange(width, device=self.device),
                 past_key_values=cache,
                 use_cache=True,
+                logits_to_keep=1,
             )
             logits = out.logits[:, -1, :]
-            next_pos = next_pos + 1
-        else:
+            next_pos = next_pos + width
+        if active and steps >= max_steps:
             for r in active:
-                errors[r] = f"no end after {max_steps} steps"
-                finished_at[r] = time.perf_counter()
+                if not finished_at[r]:
+                    errors[r] = f"no end after {max_steps} steps"
+                    finished_at[r] = time.perf_counter()
         runs = []
         for r in range(n):
             text = self.ll_tokenizer.decode_bytes(tokens[r]).decode("utf-8", errors="replace")
