@@ -35,8 +35,8 @@ DEFAULT_SCALE = {"movies": "0-9", "books": "1-5"}
 
 def _draw_episode(rng: np.random.Generator, n_users: int) -> tuple[int, int]:
     """One draw per episode from the env's generator: (random user, 63-bit key of the episode's numbers)."""
-    a, key = rng.integers(0, 2**63 - 1, size=2)
-    return int(a % n_users), int(key)
+    a, key = rng.bit_generator.random_raw(2).tolist()  # two raw 64-bit words: cheaper than integers()
+    return a % n_users, key >> 1
 
 
 def _as_dataset(dataset, domain: str | None) -> Dataset:
