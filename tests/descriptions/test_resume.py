@@ -29,7 +29,7 @@ def test_sigkill_then_rerun_resumes_without_duplicates(tmp_path):
     n = 10
     write_users(tmp_path, n)
     store = ChunkStore(tmp_path)
-    with OpenAIServer(delay=0.25) as server:
+    with OpenAIServer(delay=0.5) as server:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": ""}
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), server.base_url], cwd=ROOT, env=env)
         deadline = time.time() + 120
