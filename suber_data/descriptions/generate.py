@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,9 +163,15 @@ def generate_descriptions(
     response_format: str = "json_schema",
     template_dir: str | Path | None = None,
     backend_instance: Backend | None = None,
+    user_ids: Iterable[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> DescriptionResult:
-    """Write ``user_descriptions.parquet`` for ``dataset_dir/users.parquet``; see the module docstring."""
+    """Write ``user_descriptions.parquet`` for ``dataset_dir/users.parquet``; see the module docstring.
+
+    With ``user_ids``, only those users are generated into the shared store (for example one process per
+    user range, on one or many machines); nothing else is written. A later run without ``user_ids``
+    reuses their results, checks near-duplicates across everyone and writes the output and manifest.
+    """
     started = time.perf_counter()
     dataset_dir = Path(dataset_dir)
     if domain not in ("movies", "books"):
@@ -184,7 +190,14 @@ def generate_descriptions(
         {v: t.sha256 for v, t in templates.items()}, decoding.__dict__, split, domain, max_attempts,
         bounds.__dict__, dedup_threshold, CHECKS_VERSION,
     )  # fmt: skip
-    if step_is_current(dataset_dir, STEP, step_fp) and not retry_failed:
+    subset = None if user_ids is None else {int(u) for u in user_ids}
+    if subset is not None:
+        unknown = subset - {int(u["user_id"]) for u in users}
+        if unknown:
+            raise InputError(f"{dataset_dir / USERS}: no user_id {sorted(unknown)[:10]}; pass ids that exist")
+        users = [u for u in users if int(u["user_id"]) in subset]
+        result.total = len(users)
+    if subset is None and step_is_current(dataset_dir, STEP, step_fp) and not retry_failed:
         section = read_manifest(dataset_dir)["steps"][STEP]
         result.skipped = True
         result.written = int(section["counts"].get("descriptions", 0))
@@ -283,6 +296,14 @@ def generate_descriptions(
             opened.close()
 
     rows = _current_rows(store, requests)
+    if subset is not None:  # a share of the work: results are in the store, the full run writes the output
+        result.written = sum(r["status"] == "ok" for r in rows.values())
+        bad = [r for r in rows.values() if r["status"] != "ok"]
+        result.failed = [{"user_id": r["user_id"], "problems": r["problems"], "attempts": r["attempts"]} for r in bad]
+        result.generated = len({r.key for r in requests.values()} & produced)
+        result.reused = len(reused_keys - produced)
+        result.seconds = time.perf_counter() - started
+        return result
     missing = [uid for uid, r in requests.items() if r.key not in rows]
     if missing:  # cannot happen unless the store was tampered with during the run
         raise InputError(f"{dataset_dir}: no result for users {missing[:10]}; rerun to generate them")

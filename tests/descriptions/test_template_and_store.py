@@ -111,3 +111,15 @@ def test_dagster_asset_and_check(tmp_path):
     evaluations = result.get_asset_check_evaluations()
     assert len(evaluations) == 1 and evaluations[0].passed
     assert evaluations[0].metadata["template_backend"].value is True
+
+
+def test_shares_by_user_range_then_full_run_reuses_everything(tmp_path):
+    write_users(tmp_path, 8)
+    first = generate_descriptions(tmp_path, backend="template", user_ids=range(0, 4))
+    second = generate_descriptions(tmp_path, backend="template", user_ids=[4, 5, 6, 7])
+    assert (first.total, first.generated, second.generated) == (4, 4, 4)
+    assert not (tmp_path / "user_descriptions.parquet").exists()  # shares write only to the store
+    full = generate_descriptions(tmp_path, backend="template")
+    assert (full.generated, full.reused, full.written) == (0, 8, 8)
+    with pytest.raises(InputError, match="no user_id \\[99\\]"):
+        generate_descriptions(tmp_path, backend="template", user_ids=[99])
