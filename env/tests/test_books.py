@@ -6,11 +6,11 @@ import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 import suber_env  # noqa: F401
-from conftest import _write, synthetic_users
 from gymnasium.utils.env_checker import check_env
 from suber_env import PromptBuilder, SuberEnv, load_dataset
 from suber_env.core import get_scale
 from suber_env.prompts import dataset_query
+from suber_env_testdata import _write, synthetic_users
 
 
 def _books(folder):

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import build_movies, synthetic_items
 from suber_env import DatasetError, load_dataset
+from suber_env_testdata import build_movies, synthetic_items
 
 
 def test_loads_arrays(movies):

@@ -7,7 +7,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import suber_env  # noqa: F401  (registers the ids)
-from conftest import build_movies
 from gymnasium.utils.env_checker import check_env
 from suber_env import DatasetError, PromptBuilder, SuberEnv, SuberVectorEnv, load_dataset
 from suber_env.core import (
@@ -21,6 +20,7 @@ from suber_env.core import (
     shape,
 )
 from suber_env.prompts import dataset_query
+from suber_env_testdata import build_movies
 
 
 def test_check_env_passes(movies):
