@@ -83,3 +83,26 @@ def test_results_do_not_depend_on_the_batch(tiny):
     assert batched[1].text != alone or batched[3].text != alone
     shared = tiny.run_programs([prompt] * 3, [grammar] * 3, [7, 8, 7], 1.0, 40)  # shared-head path
     assert shared[0].text == shared[2].text == alone
+
+
+def test_transformers_backend_from_a_local_folder_reports_failures_and_writes_no_placeholder(tmp_path, tiny):
+    import pyarrow.parquet as pq
+
+    from suber_data.descriptions import generate_descriptions
+    from tests.descriptions.helpers import write_users
+
+    model_dir = tmp_path / "tiny-model"
+    tiny.model.save_pretrained(model_dir)
+    tiny.tokenizer.save_pretrained(model_dir)
+    dataset = tmp_path / "dataset"
+    write_users(dataset, 3)
+    result = generate_descriptions(
+        dataset, backend="transformers", model=str(model_dir), max_tokens=12, max_attempts=2, device="cpu"
+    )
+    assert result.backend == "transformers" and result.attempts == 6  # random text: every attempt fails a check
+    assert result.written == 0 and len(result.failed) == 3
+    assert all(f["attempts"] == 2 and f["problems"] for f in result.failed)
+    assert pq.read_table(dataset / "user_descriptions.parquet").num_rows == 0
+    assert "failed after 2 attempt(s)" in result.summary()
+    manifest = (dataset / "manifest.json").read_text()
+    assert '"revision": "local-' in manifest and '"failed": 3' in manifest
