@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--no-gpu", action="store_true")
     parser.add_argument("--gpu-users", type=int, default=256)
     parser.add_argument("--gpu-batch", type=int, default=128)
+    parser.add_argument("--arch-smoke", action="store_true", help="run the GPU part's code with tiny shapes on CPU")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -145,24 +146,36 @@ def main() -> None:
             args.baseline_users or args.users)  # fmt: skip
     smol.close()
 
-    if torch.cuda.is_available() and not args.no_gpu:
-        from transformers import LlamaConfig, LlamaForCausalLM
+    if args.arch_smoke:  # the GPU part's code path, with tiny shapes on the CPU (no figures worth keeping)
+        large_model_part(args, decoding, "cpu", smoke=True)
+    elif torch.cuda.is_available() and not args.no_gpu:
+        large_model_part(args, decoding, "cuda")
 
-        from suber_data.descriptions.local import LocalBackend
 
-        tokenizer = open_backend(describe("smollm2"), device="cpu").tokenizer
-        config = LlamaConfig(
-            vocab_size=len(tokenizer), hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-            num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5,
-            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        )  # fmt: skip
-        torch.manual_seed(0)
-        with torch.device("cuda"):
-            model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
-        info = BackendInfo("transformers", "random-init-vicuna-7b-arch", "random")
-        gpu = LocalBackend(info, model, tokenizer, "cuda")
-        compare("random-init-vicuna-7b-arch (Llama 7B shapes, random weights, bf16), GPU", gpu, args.gpu_users,
-                args.gpu_batch, decoding, max(4, args.gpu_users // 32))  # fmt: skip
+def large_model_part(args, decoding: Decoding, device: str, smoke: bool = False) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from suber_data.descriptions.local import LocalBackend
+
+    tokenizer = open_backend(describe("smollm2"), device="cpu").tokenizer
+    shapes = (
+        dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4)
+        if smoke  # Vicuna-7B v1.5 (Llama 2 7B) shapes below
+        else dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                  num_key_value_heads=32)
+    )  # fmt: skip
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), max_position_embeddings=4096, rms_norm_eps=1e-5,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **shapes,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = LlamaForCausalLM(config).to(torch.bfloat16 if device == "cuda" else torch.float32).eval()
+    name = "random-init-tiny-llama (smoke)" if smoke else "random-init-vicuna-7b-arch"
+    backend = LocalBackend(BackendInfo("transformers", name, "random"), model, tokenizer, device)
+    users, batch = (8, 4) if smoke else (args.gpu_users, args.gpu_batch)
+    compare(f"{name} (random weights, {next(model.parameters()).dtype}), {device}", backend, users, batch, decoding,
+            max(2, users // 32))  # fmt: skip
 
 
 if __name__ == "__main__":

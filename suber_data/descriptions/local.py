@@ -175,7 +175,8 @@ class LocalBackend:
         start = time.perf_counter()
         n = len(prompts)
         matchers = [self.matcher(g) for g in grammars]
-        generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        # One generator per sequence, on the model's device (noise is drawn where the logits are).
+        generators = [torch.Generator(device=self.device).manual_seed(int(s)) for s in seeds]
         cache, logits, attn, next_pos = self._prefill(prompts)
         active = list(range(n))  # batch row -> sequence index
         tokens: list[list[int]] = [[] for _ in range(n)]
@@ -198,14 +199,17 @@ class LocalBackend:
                 mask = bitmask[:rows]
                 llt.fill_next_token_bitmask_par(self.executor, [(matchers[r], i) for i, r in enumerate(active)], mask)
                 allowed = ((mask.unsqueeze(-1) >> arange_bits) & 1).bool().reshape(rows, -1)[:, : self.vocab]
-                scores = logits.float().cpu()
+                scores = logits.float()
                 if scores.shape[1] > self.vocab:
                     scores = scores[:, : self.vocab]
                 elif scores.shape[1] < self.vocab:
                     allowed = allowed[:, : scores.shape[1]]
-                scores = scores.masked_fill(~allowed, float("-inf"))
+                scores = scores.masked_fill(~allowed.to(scores.device, non_blocking=True), float("-inf"))
                 if temperature > 0:
-                    noise = torch.stack([torch.rand(scores.shape[1], generator=generators[r]) for r in active])
+                    width_v = scores.shape[1]
+                    noise = torch.stack(
+                        [torch.rand(width_v, generator=generators[r], device=scores.device) for r in active]
+                    )
                     gumbel = -torch.log(-torch.log(noise.clamp_(1e-20, 1.0)))
                     scores = scores / temperature + gumbel
                 choice = scores.argmax(dim=-1).tolist()
