@@ -24,6 +24,7 @@ def test_a2c_on_oracle_beats_random(movies):
     sb3 = pytest.importorskip("stable_baselines3")
     import torch
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
     from suber_env import SuberVectorEnv
     from suber_env.rl import SB3VecEnv
@@ -39,6 +40,7 @@ def test_a2c_on_oracle_beats_random(movies):
     venv = VecNormalize(venv, norm_obs=True, norm_reward=False)  # raw ids and ages are large inputs
     model = sb3.A2C("MultiInputPolicy", venv, learning_rate=3e-3, n_steps=8, gamma=0.5, ent_coef=0.0, seed=1,
                     device="cpu", policy_kwargs={"net_arch": [32]})
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no SB3-* log folder in /tmp
     model.learn(total_timesteps=3000)
     env = SuberEnv(movies, **opts)
     rng = np.random.default_rng(0)
