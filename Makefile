@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml env/pyproject.toml
 # The offline demo: the packaged sample release end to end, no network (SUBER_DATA_OFFLINE=1).
 demo: venv
 	SUBER_DATA_OFFLINE=1 HF_HUB_OFFLINE=1 $(BIN)/suber-data build movies --release sample \
-		--users 12 --llm smollm2 --embedding-model minilm --data-dir data
+		--users 8 --llm smollm2 --embedding-model minilm --data-dir data
 	$(BIN)/suber-data info data/movies/sample
 
 test: venv

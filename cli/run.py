@@ -41,7 +41,7 @@ class BuildOptions:
 
 
 def resources_for(o: BuildOptions) -> dict:
-    llm = LLMResource(backend=o.llm or "template", model=o.model, base_url=o.llm_base_url)
+    llm = LLMResource(backend=o.llm or "template", model=o.model, base_url=o.llm_base_url, seed=o.seed)
     return {
         "storage": StorageResource(data_dir=o.data_dir, domain=o.domain, release=o.release),
         "tmdb": TMDBResource(
@@ -157,3 +157,15 @@ def _step_reports(keys: list[str], dataset_dir, out: Console) -> None:
         from suber_data.users import check_users_dataset, users_report
 
         out.print(users_report(check_users_dataset(dataset_dir)))
+    if "user_descriptions" in keys:
+        from suber_data.artifacts import read_manifest
+
+        section = read_manifest(dataset_dir).get("steps", {}).get("user_descriptions", {})
+        failures = section.get("failures") or []
+        if failures:
+            table = Table(title=f"descriptions: {len(failures)} user(s) failed the checks after every attempt")
+            for column in ("user_id", "attempts", "problems"):
+                table.add_column(column)
+            for failure in failures[:20]:
+                table.add_row(str(failure["user_id"]), str(failure["attempts"]), "; ".join(failure["problems"]))
+            out.print(table)

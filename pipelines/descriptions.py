@@ -26,6 +26,9 @@ def run_descriptions(storage: StorageResource, llm: LLMResource) -> DescriptionR
         max_attempts=llm.max_attempts,
         temperature=llm.temperature,
         max_tokens=llm.max_tokens,
+        seed=llm.seed,
+        concurrency=llm.concurrency,
+        response_format=llm.response_format,
     )
 
 

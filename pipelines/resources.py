@@ -57,6 +57,9 @@ class LLMResource(dg.ConfigurableResource):
     max_attempts: int = 3
     temperature: float = 0.7
     max_tokens: int = 300
+    seed: int = 0
+    concurrency: int = 8  # openai backend: requests in flight
+    response_format: str = "json_schema"  # openai backend: "json_schema", "json_object" (llama.cpp server) or "none"
 
 
 class EmbedderResource(dg.ConfigurableResource):

@@ -25,7 +25,8 @@ from suber_data.artifacts.schemas import SCHEMA_VERSION
 from suber_data.errors import InputError, SuberDataError
 
 MANIFEST = "manifest.json"
-_SECRET = re.compile(r"(api_?key|token|secret|password|authorization)", re.IGNORECASE)
+# Names that hold credentials; "max_tokens" or "tokenizer" are settings, not secrets.
+_SECRET = re.compile(r"(api_?key|access_?token|auth_?token|bearer|secret|password|authorization)", re.IGNORECASE)
 
 
 def now() -> str:

@@ -331,7 +331,7 @@ def generate_descriptions(
             "revision": info.revision,
             "domain": domain,
             "temperature": decoding.temperature,
-            "max_length": decoding.max_tokens,
+            "max_tokens": decoding.max_tokens,
             "seed": decoding.seed,
             "split": split,
             "batch_size": batch_size,
