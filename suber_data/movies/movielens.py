@@ -74,42 +74,33 @@ def _dat_source(path: Path, columns: dict[str, str], encoding: str = "latin-1") 
     return f"read_csv('{path}', header=false, delim='::', quote='', encoding='{encoding}', columns={{{spec}}})"
 
 
+# The four tables of the csv and dat layouts: their columns (in file order) and how they are renamed.
+_COLUMNS = {
+    "movies": {"movieId": "INTEGER", "title": "VARCHAR", "genres": "VARCHAR"},
+    "ratings": {"userId": "INTEGER", "movieId": "INTEGER", "rating": "FLOAT", "timestamp": "BIGINT"},
+    "links": {"movieId": "INTEGER", "imdbId": "VARCHAR", "tmdbId": "VARCHAR"},
+    "tags": {"userId": "INTEGER", "movieId": "INTEGER", "tag": "VARCHAR", "timestamp": "BIGINT"},
+}
+_RENAME = {
+    "movies": "SELECT movieId AS movielens_id, title AS raw_title, genres FROM {src}",
+    "ratings": "SELECT userId AS user_id, movieId AS movielens_id, rating, timestamp FROM {src}",
+    "links": "SELECT movieId AS movielens_id, imdbId AS imdb_raw, tmdbId AS tmdb_raw FROM {src}",
+    "tags": "SELECT userId AS user_id, movieId AS movielens_id, tag, timestamp FROM {src}",
+}
+_REQUIRED_FILES = ("movies", "ratings")
+
+
 def _queries(layout: Layout) -> dict[str, str]:
     """One SELECT per normalised table for this layout (tables a release lacks are absent)."""
     f = layout.file
-    if layout.kind == "csv":
-        movies = _csv_source(f("movies.csv"), {"movieId": "INTEGER", "title": "VARCHAR", "genres": "VARCHAR"})
-        ratings = _csv_source(
-            f("ratings.csv"), {"userId": "INTEGER", "movieId": "INTEGER", "rating": "FLOAT", "timestamp": "BIGINT"}
-        )
-        q = {
-            "ml_movies": f"SELECT movieId AS movielens_id, title AS raw_title, genres FROM {movies}",
-            "ml_ratings": f"SELECT userId AS user_id, movieId AS movielens_id, rating, timestamp FROM {ratings}",
-        }
-        if f("links.csv").exists():
-            links = _csv_source(f("links.csv"), {"movieId": "INTEGER", "imdbId": "VARCHAR", "tmdbId": "VARCHAR"})
-            q["ml_links"] = f"SELECT movieId AS movielens_id, imdbId AS imdb_raw, tmdbId AS tmdb_raw FROM {links}"
-        if f("tags.csv").exists():
-            tags = _csv_source(
-                f("tags.csv"), {"userId": "INTEGER", "movieId": "INTEGER", "tag": "VARCHAR", "timestamp": "BIGINT"}
-            )
-            q["ml_tags"] = f"SELECT userId AS user_id, movieId AS movielens_id, tag, timestamp FROM {tags}"
-        return q
-    if layout.kind == "dat":
-        movies = _dat_source(f("movies.dat"), {"movieId": "INTEGER", "title": "VARCHAR", "genres": "VARCHAR"})
-        ratings = _dat_source(
-            f("ratings.dat"), {"userId": "INTEGER", "movieId": "INTEGER", "rating": "FLOAT", "timestamp": "BIGINT"}
-        )
-        q = {
-            "ml_movies": f"SELECT movieId AS movielens_id, title AS raw_title, genres FROM {movies}",
-            "ml_ratings": f"SELECT userId AS user_id, movieId AS movielens_id, rating, timestamp FROM {ratings}",
-        }
-        if f("tags.dat").exists():
-            tags = _dat_source(
-                f("tags.dat"), {"userId": "INTEGER", "movieId": "INTEGER", "tag": "VARCHAR", "timestamp": "BIGINT"}
-            )
-            q["ml_tags"] = f"SELECT userId AS user_id, movieId AS movielens_id, tag, timestamp FROM {tags}"
-        return q
+    if layout.kind in ("csv", "dat"):
+        read = _csv_source if layout.kind == "csv" else _dat_source
+        queries = {}
+        for name, columns in _COLUMNS.items():
+            path = f(f"{name}.{layout.kind}")
+            if name in _REQUIRED_FILES or path.exists():
+                queries[f"ml_{name}"] = _RENAME[name].replace("{src}", read(path, columns))
+        return queries
     # ml-100k: genre names come from u.genre ("name|index"), flags are the last columns of u.item
     genre_file = f("u.genre")
     if not genre_file.exists():
