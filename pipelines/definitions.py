@@ -49,8 +49,18 @@ movie_corpus_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("movies", "catalog"),
     description="MovieLens (+ TMDB) items and ratings, then the catalog",
 )
-build_all_job = dg.define_asset_job("build_all", selection=dg.AssetSelection.all(), description="Every step")
+SHARDS = dg.AssetSelection.assets("user_description_shards")
+build_all_job = dg.define_asset_job(
+    "build_all", selection=dg.AssetSelection.all() - SHARDS, description="Every step (descriptions unpartitioned)"
+)
+# Backfill this job over the partitions to spread description writing; then materialize user_descriptions.
+description_shards_job = dg.define_asset_job(
+    "description_shards", selection=SHARDS, description="Descriptions by block of user ids (partitioned)"
+)
 
 defs = dg.Definitions(
-    assets=ASSETS, asset_checks=CHECKS, resources=default_resources(), jobs=[movie_corpus_job, build_all_job]
+    assets=ASSETS,
+    asset_checks=CHECKS,
+    resources=default_resources(),
+    jobs=[movie_corpus_job, build_all_job, description_shards_job],
 )

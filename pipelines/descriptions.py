@@ -15,7 +15,9 @@ from suber_data.descriptions.checks import check_row, near_duplicates
 from suber_data.descriptions.generate import USERS
 
 
-def run_descriptions(storage: StorageResource, llm: LLMResource) -> DescriptionResult:
+def run_descriptions(
+    storage: StorageResource, llm: LLMResource, user_ids: list[int] | None = None
+) -> DescriptionResult:
     return generate_descriptions(
         storage.dataset_dir(),
         backend=llm.backend,
@@ -29,6 +31,7 @@ def run_descriptions(storage: StorageResource, llm: LLMResource) -> DescriptionR
         seed=llm.seed,
         concurrency=llm.concurrency,
         response_format=llm.response_format,
+        user_ids=user_ids,
     )
 
 
@@ -67,6 +70,44 @@ def user_descriptions(
             "variants": dg.MetadataValue.json(result.variants),
             "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
             "failures": dg.MetadataValue.json(result.failed[:50]),
+        }
+    )
+
+
+# Large populations: one partition per block of `llm.shard_size` user ids, so a backfill spreads the work
+# over processes (Dagster's multiprocess executor) or machines; each writes only to the shared store, and
+# `user_descriptions` afterwards assembles everything without generating again.
+SHARDS = dg.StaticPartitionsDefinition([str(i) for i in range(100)])
+
+
+@dg.asset(
+    key="user_description_shards",
+    deps=["users"],
+    group_name="users",
+    partitions_def=SHARDS,
+    description="Descriptions of one block of user ids (partition i: ids i*shard_size to (i+1)*shard_size-1), "
+    "generated into the shared store; materialize `user_descriptions` afterwards to assemble them.",
+)
+def user_description_shards(
+    context: dg.AssetExecutionContext, storage: StorageResource, llm: LLMResource
+) -> dg.MaterializeResult:
+    shard = int(context.partition_key)
+    lo, hi = shard * llm.shard_size, (shard + 1) * llm.shard_size
+    ids = pq.read_table(storage.dataset_dir() / USERS, columns=["user_id"]).column("user_id").to_pylist()
+    mine = [i for i in ids if lo <= i < hi]
+    if not mine:
+        context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
+        return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
+    result = run_descriptions(storage, llm, mine)
+    context.log.info(result.summary())
+    return dg.MaterializeResult(
+        metadata={
+            "users": result.total,
+            "first_id": lo,
+            "last_id": hi - 1,
+            "generated": result.generated,
+            "reused": result.reused,
+            "failed": len(result.failed),
         }
     )
 
@@ -112,5 +153,5 @@ def user_descriptions_quality(storage: StorageResource) -> dg.AssetCheckResult:
     )
 
 
-assets = [user_descriptions]
+assets = [user_descriptions, user_description_shards]
 checks = [user_descriptions_quality]

@@ -60,6 +60,7 @@ class LLMResource(dg.ConfigurableResource):
     seed: int = 0
     concurrency: int = 8  # openai backend: requests in flight
     response_format: str = "json_schema"  # openai backend: "json_schema", "json_object" (llama.cpp server) or "none"
+    shard_size: int = 10_000  # user ids per partition of `user_description_shards`
 
 
 class EmbedderResource(dg.ConfigurableResource):

@@ -31,7 +31,9 @@ def offline(tmp_path, monkeypatch):
 
 
 def test_definitions_load_with_jobs_and_checks():
-    assert defs.resolve_job_def("movie_corpus") is not None
+    for job in ("movie_corpus", "build_all", "description_shards"):
+        assert defs.resolve_job_def(job) is not None
+    assert defs.resolve_job_def("description_shards").partitions_def is not None
     keys = {k.to_user_string() for a in ASSETS for k in a.keys}
     assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
     assert len(CHECKS) >= 5

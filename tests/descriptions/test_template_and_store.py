@@ -123,3 +123,22 @@ def test_shares_by_user_range_then_full_run_reuses_everything(tmp_path):
     assert (full.generated, full.reused, full.written) == (0, 8, 8)
     with pytest.raises(InputError, match="no user_id \\[99\\]"):
         generate_descriptions(tmp_path, backend="template", user_ids=[99])
+
+
+def test_partitions_generate_their_users_then_the_asset_assembles(tmp_path):
+    write_users(tmp_path / "movies" / "test", 6)
+    resources = {
+        "storage": StorageResource(data_dir=str(tmp_path), domain="movies", release="test"),
+        "llm": LLMResource(backend="template", shard_size=3),
+    }
+    users_stub = dg.AssetSpec("users")
+    for key, expected in (("0", 3), ("1", 3), ("5", 0)):
+        shard = dg.materialize(
+            [users_stub, *assets], resources=resources, selection=["user_description_shards"], partition_key=key
+        )
+        meta = shard.asset_materializations_for_node("user_description_shards")[0].metadata
+        assert meta["users"].value == expected
+    assert not (tmp_path / "movies" / "test" / "user_descriptions.parquet").exists()
+    full = dg.materialize([users_stub, *assets], resources=resources, selection=["user_descriptions"])
+    meta = full.asset_materializations_for_node("user_descriptions")[0].metadata
+    assert (meta["generated"].value, meta["reused"].value, meta["written"].value) == (0, 6, 6)
