@@ -109,8 +109,15 @@ def sampling_probs(probs: np.ndarray, temperature: float = 0.6, top_k: int = 50,
     return p
 
 
-def choose_ratings(probs: np.ndarray, values: np.ndarray, mode: str, u: np.ndarray | None = None) -> np.ndarray:
-    """Turn rating distributions (B, L) into ratings (B,) by ``mode``: sample, argmax or expected."""
+def sampling_cdf(probs: np.ndarray) -> np.ndarray:
+    """Cumulative sums of the sampled distributions (``sampling_probs``) along each row."""
+    return np.cumsum(sampling_probs(probs), axis=1)
+
+
+def choose_ratings(probs: np.ndarray, values: np.ndarray, mode: str, u: np.ndarray | None = None,
+                   cdf: np.ndarray | None = None) -> np.ndarray:
+    """Turn rating distributions (B, L) into ratings (B,) by ``mode``: sample, argmax or expected.
+    ``cdf``: ``sampling_cdf(probs)`` when the caller has it already (sample mode)."""
     if mode == "argmax":
         return values[np.argmax(probs, axis=1)]
     if mode == "expected":
@@ -118,8 +125,8 @@ def choose_ratings(probs: np.ndarray, values: np.ndarray, mode: str, u: np.ndarr
     if mode == "sample":
         if u is None:
             raise ValueError("reward mode 'sample' needs uniforms u (one per row)")
-        p = sampling_probs(probs)
-        cdf = np.cumsum(p, axis=1)
+        if cdf is None:
+            cdf = sampling_cdf(probs)
         idx = (cdf < (u[:, None] * cdf[:, -1:])).sum(axis=1)
         return values[np.minimum(idx, len(values) - 1)]
     raise ValueError(f"unknown reward mode {mode!r}; choose one of {REWARD_MODES}")
@@ -170,6 +177,15 @@ def shape(r: np.ndarray, kind: str, n: np.ndarray, dt: np.ndarray, keys, steps, 
 
 
 # ---------------------------------------------------------------- memory
+
+
+def _shift_right(a: np.ndarray) -> None:
+    """Move every row of a 2-D array one column to the right in place (column 0 is left to the caller)."""
+    if a.flags.c_contiguous:
+        flat = a.reshape(-1)  # a view: the rows are back to back, so one flat move shifts them all
+        flat[1:] = flat[:-1]
+    else:
+        a[:, 1:] = a[:, :-1].copy()
 
 
 class Memory:
@@ -236,24 +252,22 @@ class Memory:
         self.rating.reshape(-1)[flat] = ratings
         dt = np.where(prev > 0, self.t - prev, 0)
         if self.recent.shape[1]:  # move-to-front list of distinct recent items
+            # drop the item where it was (or the last entry) and shift the entries before it right by one:
+            # column j > 0 keeps its entry when the item sits in a column before j, else takes column j - 1's
             r = self.recent
-            hit = r == items[:, None]
-            # drop the item where it was (or the last entry), shift the entries before it right by one
-            pos = np.where(hit.any(1), hit.argmax(1), r.shape[1] - 1)
-            cols = np.arange(r.shape[1])
-            src = np.where(cols[None, :] <= pos[:, None], cols[None, :] - 1, cols[None, :])
-            src = np.maximum(src, 0)
-            shifted = np.take_along_axis(r, src, axis=1)
+            before = np.logical_or.accumulate(r[:, :-1] == items[:, None], axis=1)
+            shifted = np.empty_like(r)
             shifted[:, 0] = items
+            shifted[:, 1:] = np.where(before, r[:, 1:], r[:, :-1])
             self.recent = shifted
-            rr = np.take_along_axis(self.recent_r, src, axis=1)
+            rr = np.empty_like(self.recent_r)
             rr[:, 0] = ratings
+            rr[:, 1:] = np.where(before, self.recent_r[:, 1:], self.recent_r[:, :-1])
             self.recent_r = rr
         if self.H:
-            self.h_items[:, 1:] = self.h_items[:, :-1].copy()
-            self.h_ratings[:, 1:] = self.h_ratings[:, :-1].copy()
-            self.h_counts[:, 1:] = self.h_counts[:, :-1].copy()
-            self.h_items[:, 0], self.h_ratings[:, 0], self.h_counts[:, 0] = items, ratings, n
+            for a, first in ((self.h_items, items), (self.h_ratings, ratings), (self.h_counts, n)):
+                _shift_right(a)
+                a[:, 0] = first
         return n, dt
 
     def interactions(self, slot: int) -> list[dict]:

@@ -24,6 +24,7 @@ from .core import (
     choose_ratings,
     perturb,
     retrieve,
+    sampling_cdf,
     shape,
     uniforms,
 )
@@ -72,6 +73,8 @@ class _Core:
         self.keys = np.zeros(n, np.uint64)
         self.steps = np.zeros(n, np.int64)
         self.last_requests: Requests | None = None
+        self._cdf: np.ndarray | None = None  # sampling CDFs of the rater's table (see _rate)
+        self._cdf_of: np.ndarray | None = None
         hi = float(self.scale.max)
         obs = {
             "user_id": spaces.Box(0, max(ds.n_users - 1, 0), (1,), np.int64),
@@ -113,6 +116,19 @@ class _Core:
             o["item_ratings"] = take(m.rating)
         return o
 
+    def _rate(self, req: Requests) -> tuple[np.ndarray, np.ndarray | None]:
+        """The rater's distributions and, when they were gathered from a table of rows (the oracle's
+        ``last_rows``), their sampling CDFs gathered likewise from CDFs computed once per table (row by
+        row, so the same numbers as computing them for the batch)."""
+        probs = self.rater.distribution(req)
+        last = getattr(self.rater, "last_rows", None)
+        if self.reward_mode != "sample" or last is None or last[0] is not probs:
+            return probs, None
+        table = self.rater.table
+        if self._cdf_of is not table:
+            self._cdf, self._cdf_of = sampling_cdf(table), table
+        return probs, self._cdf[last[1]]
+
     def step(self, actions: np.ndarray):
         m = self.mem
         items = np.asarray(actions, np.int64).reshape(self.n)
@@ -127,10 +143,10 @@ class _Core:
             hist_r = np.where(hist >= 0, m.rating[b[:, None], np.maximum(hist, 0)], 0.0)
         req = Requests(self.users.copy(), items, hist, hist_r, seen)
         self.last_requests = req
-        probs = self.rater.distribution(req)  # the whole batch in one call
+        probs, cdf = self._rate(req)  # the whole batch in one call
         t = self.steps.copy()
         u = uniforms(self.keys, t, STREAM_RATING)
-        raw = choose_ratings(probs, self.values, self.reward_mode, u)
+        raw = choose_ratings(probs, self.values, self.reward_mode, u, cdf)
         stored = perturb(raw, self.perturbation, self.keys, t, self.scale.min, self.scale.max, self.sigma)
         n_watch, dt = m.write(items, stored.astype(np.float32))
         reward, term_shape = shape(stored, self.shaping, n_watch, dt, self.keys, t, self.scale.min, self.scale.max,

@@ -56,6 +56,7 @@ class OracleRater(Rater):
     """
 
     name = "oracle"
+    _MAX_SEEN = 16  # the row table covers requests with fewer earlier watches than this
 
     def __init__(self, ds, scale: str = "0-9", like: float = 1.5, dislike: float = 2.5, repeat: float = 1.0,
                  sigma: float = 1.0):
@@ -77,8 +78,50 @@ class OracleRater(Rater):
             self._item_mask = (ds.genres.astype(np.uint64) * w).sum(1, dtype=np.uint64)
             self._liked_mask = (ds.liked.astype(np.uint64) * w).sum(1, dtype=np.uint64)
             self._disliked_mask = (ds.disliked.astype(np.uint64) * w).sum(1, dtype=np.uint64)
+        self.table: np.ndarray | None = None  # see table_rows()
+        self.last_rows: tuple[np.ndarray, np.ndarray] | None = None
+        self._n_seen = 0
+
+    def _compute(self, base: np.ndarray, liked: np.ndarray, disliked: np.ndarray, seen: np.ndarray) -> np.ndarray:
+        """The discretised Gaussian rows for (base rating, liked count, disliked count, earlier watches)."""
+        mu = base + self.unit * (self.like * liked - self.dislike * disliked - self.repeat * seen)
+        z = -0.5 * ((self.values[None, :] - mu[:, None]) / (self.sigma * self.unit)) ** 2
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        return p / p.sum(axis=1, keepdims=True)
+
+    def _table(self, n_seen: int) -> None:
+        """Every distinct row the rater can give while earlier watches stay below ``n_seen``: a request is
+        then one integer index and one gather (rows computed by the same expression, so they are
+        bit for bit what ``_compute`` gives per request)."""
+        bases, self._base_idx = np.unique(self.base, return_inverse=True)
+        grid = np.indices((len(bases), 3, 3, n_seen)).reshape(4, -1)
+        self.table = self._compute(bases[grid[0]], grid[1].astype(np.float64), grid[2].astype(np.float64),
+                                   grid[3].astype(np.int64))
+        self._n_seen = n_seen
+
+    def table_rows(self, req: Requests) -> np.ndarray | None:
+        """Row indices into ``self.table`` for the requests (None when the table does not cover them); the
+        table is built on first use and grown (up to ``_MAX_SEEN`` earlier watches) when a request needs it."""
+        if not self._bits or len(req) == 0:
+            return None
+        seen = np.asarray(req.seen)
+        top = int(seen.max())
+        if top >= self._n_seen:
+            if top >= self._MAX_SEEN or int(seen.min()) < 0:
+                return None
+            self._table(min(max(2 * self._n_seen, top + 1), self._MAX_SEEN))
+        im = self._item_mask[req.items]
+        liked = np.minimum(np.bitwise_count(self._liked_mask[req.users] & im), 2).astype(np.int64)
+        disliked = np.minimum(np.bitwise_count(self._disliked_mask[req.users] & im), 2).astype(np.int64)
+        return ((self._base_idx[req.items] * 3 + liked) * 3 + disliked) * self._n_seen + seen
 
     def distribution(self, req: Requests) -> np.ndarray:
+        rows = self.table_rows(req)
+        if rows is not None:
+            probs = self.table[rows]
+            self.last_rows = (probs, rows)  # lets the env gather per-row results it keeps for the table
+            return probs
+        self.last_rows = None
         ds = self.ds
         if self._bits:
             im = self._item_mask[req.items]
@@ -88,10 +131,7 @@ class OracleRater(Rater):
             g = ds.genres[req.items].astype(np.float64)  # (B, G)
             liked = np.minimum((ds.liked[req.users] * g).sum(1), 2)
             disliked = np.minimum((ds.disliked[req.users] * g).sum(1), 2)
-        mu = self.base[req.items] + self.unit * (self.like * liked - self.dislike * disliked - self.repeat * req.seen)
-        z = -0.5 * ((self.values[None, :] - mu[:, None]) / (self.sigma * self.unit)) ** 2
-        p = np.exp(z - z.max(axis=1, keepdims=True))
-        return p / p.sum(axis=1, keepdims=True)
+        return self._compute(self.base[req.items], liked, disliked, req.seen)
 
 
 # ---------------------------------------------------------------- helpers shared by LLM backends
