@@ -105,6 +105,8 @@ class OracleRater(Rater):
         if not self._bits or len(req) == 0:
             return None
         seen = np.asarray(req.seen)
+        if seen.dtype.kind not in "iu":  # counts given as floats: computed directly
+            return None
         top = int(seen.max())
         if top >= self._n_seen:
             if top >= self._MAX_SEEN or int(seen.min()) < 0:
