@@ -4,6 +4,8 @@ import dagster as dg
 
 from pipelines.resources import StorageResource, TMDBResource
 from suber_data import duck
+from suber_data.artifacts.io import schema_problems
+from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS
 from suber_data.movies import corpus
 from suber_data.movies.tmdb import TMDBClient
 
@@ -102,18 +104,12 @@ def items_tmdb_coverage(storage: StorageResource, tmdb: TMDBResource) -> dg.Asse
 
 @dg.asset_check(asset=items, description="items.parquet has the published schema")
 def items_schema(storage: StorageResource) -> dg.AssetCheckResult:
-    from suber_data.artifacts.io import schema_problems
-    from suber_data.artifacts.schemas import MOVIE_ITEMS
-
     problems = schema_problems(storage.dataset_dir() / "items.parquet", MOVIE_ITEMS)
     return dg.AssetCheckResult(passed=not problems, metadata={"problems": "; ".join(problems) or "none"})
 
 
 @dg.asset_check(asset=ratings, description="ratings.parquet has the published schema and valid item ids")
 def ratings_valid(storage: StorageResource) -> dg.AssetCheckResult:
-    from suber_data.artifacts.io import schema_problems
-    from suber_data.artifacts.schemas import RATINGS
-
     d = storage.dataset_dir()
     problems = schema_problems(d / "ratings.parquet", RATINGS)
     (orphans,) = duck.one(

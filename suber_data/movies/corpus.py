@@ -16,8 +16,16 @@ import duckdb
 import pyarrow as pa
 
 from suber_data import duck, settings
-from suber_data.artifacts import build_catalog, fingerprint, read_manifest, record_step, step_is_current, write_json
-from suber_data.artifacts.io import write_parquet
+from suber_data.artifacts import (
+    build_catalog,
+    fingerprint,
+    read_manifest,
+    record_step,
+    sha256_file,
+    step_is_current,
+    write_json,
+)
+from suber_data.artifacts.io import atomic_path, write_parquet
 from suber_data.artifacts.schemas import MOVIE_ITEMS, SCHEMA_VERSION
 from suber_data.errors import InputError
 from suber_data.movies import movielens
@@ -82,8 +90,6 @@ def build_movielens(release_name: str, *, progress: bool | None = None) -> StepR
     if not extracted.exists():
         extract_zip(archive, extracted)
     counts = movielens.ingest(extracted, work)
-    from suber_data.artifacts.manifest import sha256_file
-
     source = {release.filename: {**release.describe(), "size": archive.stat().st_size, "sha256": sha256_file(archive)}}
     write_json(work / "done.json", {"counts": counts, "source": source, "release": release.name})
     return StepResult("movielens", fp, False, counts, work)
@@ -243,8 +249,6 @@ def build_ratings(dataset_dir: Path, ml: StepResult, items: StepResult) -> StepR
     fp = fingerprint("ratings", SCHEMA_VERSION, ml.fingerprint, items.fingerprint)
     if step_is_current(dataset_dir, "ratings", fp):
         return StepResult("ratings", fp, True, read_manifest(dataset_dir)["steps"]["ratings"]["counts"], dataset_dir)
-    from suber_data.artifacts.io import atomic_path
-
     target = dataset_dir / "ratings.parquet"
     with duckdb.connect() as con, atomic_path(target) as tmp:
         con.execute("SET preserve_insertion_order = false")
