@@ -30,9 +30,11 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from tests.support.loopback import LoopbackServer
 
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$")
 CHUNK = 64 * 1024
@@ -45,7 +47,7 @@ class _Fault:
     status: int = 500
 
 
-class FileServer:
+class FileServer(LoopbackServer):
     """Serve the files of ``root`` over HTTP on 127.0.0.1; use as a context manager.
 
     Parameters:
@@ -62,30 +64,8 @@ class FileServer:
         self.rate = rate
         self._lock = threading.Lock()
         self._faults: dict[str, deque[_Fault]] = {}
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
+        super().__init__()
         self.reset_counters()
-
-    # ---- lifecycle -------------------------------------------------------------------------
-    def start(self) -> FileServer:
-        handler = type("_BoundFileHandler", (_FileHandler,), {"srv": self})
-        self._httpd = _QuietServer(("127.0.0.1", 0), handler)
-        self.port = self._httpd.server_address[1]
-        threading.Thread(target=self._httpd.serve_forever, name="file-server", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FileServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def base_url(self) -> str:
@@ -138,18 +118,6 @@ class FileServer:
             self.requests_by_path[entry["path"]] += 1
             self.range_headers.append(entry["range"])
             self.log.append(entry)
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self._stop.wait(seconds)
-
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 64
-
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001 - stdlib signature
-        pass  # cut connections are what the tests ask for
 
 
 def _corrupt(data: bytes) -> bytes:
@@ -274,3 +242,7 @@ class _FileHandler(BaseHTTPRequestHandler):
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
         return None
+
+
+FileServer.handler_class = _FileHandler
+FileServer.handler_attr = "srv"

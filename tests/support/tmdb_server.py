@@ -28,10 +28,12 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.loopback import LoopbackServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_MOVIES = REPO_ROOT.parent / "shared" / "data" / "suber" / "movies"
@@ -196,7 +198,7 @@ class _Fault:
     body: bytes = b""
 
 
-class TMDBServer:
+class TMDBServer(LoopbackServer):
     """TMDB v3 ``/movie/{id}`` on ``http://127.0.0.1:<port>{base_path}``; use as a context manager.
 
     Parameters:
@@ -234,9 +236,7 @@ class TMDBServer:
         self.rate_limit = rate_limit
         self._lock = threading.Lock()
         self._faults: dict[int, deque[_Fault]] = {}
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self.reset_counters()
 
     @classmethod
@@ -250,28 +250,6 @@ class TMDBServer:
             folder = folder / "tmdb"
         payloads = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
         return cls({int(p["id"]): payload_to_record(p) for p in payloads}, **kwargs)
-
-    # ---- lifecycle -------------------------------------------------------------------------
-    def start(self) -> TMDBServer:
-        handler = type("_BoundTMDBHandler", (_TMDBHandler,), {"api": self})
-        self._httpd = _QuietServer(("127.0.0.1", 0), handler)
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="tmdb-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> TMDBServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def origin(self) -> str:
@@ -377,18 +355,6 @@ class TMDBServer:
             queue = self._faults.get(tmdb_id)
             return queue.popleft() if queue else None
 
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self._stop.wait(seconds)
-
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001 - stdlib signature
-        pass  # clients that give up (timeouts, cut connections) are part of the tests
-
 
 class _TMDBHandler(BaseHTTPRequestHandler):
     api: TMDBServer
@@ -470,3 +436,7 @@ class _TMDBHandler(BaseHTTPRequestHandler):
             return 404
         self._send(200, render(payload))
         return 200
+
+
+TMDBServer.handler_class = _TMDBHandler
+TMDBServer.handler_attr = "api"
