@@ -25,13 +25,8 @@ def _result(result: corpus.StepResult, context: dg.AssetExecutionContext, **extr
     return dg.MaterializeResult(metadata=metadata)
 
 
-# The two intermediate steps are recomputed from the cache on every run (a fingerprint lookup when
-# nothing changed); downstream assets call them again instead of passing data through an IO manager.
-def _upstream(storage: StorageResource, tmdb: TMDBResource) -> tuple[corpus.StepResult, corpus.StepResult]:
-    ml = corpus.build_movielens(storage.release)
-    return ml, corpus.build_tmdb(ml, storage.release, _client(tmdb))
-
-
+# Assets pass no data: each step finds its inputs in the cache by fingerprint (a lookup when nothing
+# changed), so a downstream asset calls its upstream steps again instead of using an IO manager.
 @dg.asset(group_name=GROUP, description="A MovieLens release, downloaded, verified and parsed to Parquet (cache).")
 def movielens_release(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     return _result(corpus.build_movielens(storage.release), context, release=storage.release)
@@ -47,7 +42,8 @@ def tmdb_details(
 
 @dg.asset(group_name=GROUP, deps=[tmdb_details], description="The movie item table (items.parquet).")
 def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMDBResource) -> dg.MaterializeResult:
-    ml, details = _upstream(storage, tmdb)
+    ml = corpus.build_movielens(storage.release)
+    details = corpus.build_tmdb(ml, storage.release, _client(tmdb))
     settings = {"tmdb_language": tmdb.language} if tmdb.enabled else {}
     result = corpus.build_items(storage.dataset_dir(), storage.release, ml, details, tmdb_settings=settings)
     path = storage.dataset_dir() / "items.parquet"
@@ -58,10 +54,8 @@ def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMD
 
 
 @dg.asset(group_name=GROUP, deps=[items], description="Real MovieLens ratings mapped to item_id (ratings.parquet).")
-def ratings(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMDBResource) -> dg.MaterializeResult:
-    ml, details = _upstream(storage, tmdb)
-    items_fp = corpus.build_items(storage.dataset_dir(), storage.release, ml, details).fingerprint
-    result = corpus.build_ratings(storage.dataset_dir(), ml, corpus.StepResult("items", items_fp, True))
+def ratings(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
+    result = corpus.build_ratings(storage.dataset_dir(), corpus.build_movielens(storage.release))
     return _result(result, context)
 
 

@@ -245,10 +245,15 @@ def build_items(
 
 
 # -- 4. ratings -------------------------------------------------------------------------------------------
-def build_ratings(dataset_dir: Path, ml: StepResult, items: StepResult) -> StepResult:
-    fp = fingerprint("ratings", SCHEMA_VERSION, ml.fingerprint, items.fingerprint)
+def build_ratings(dataset_dir: Path, ml: StepResult) -> StepResult:
+    """Map the release's ratings onto the items already built in ``dataset_dir``."""
+    manifest = read_manifest(dataset_dir)
+    items_fp = manifest.get("steps", {}).get("items", {}).get("fingerprint")
+    if items_fp is None or not (dataset_dir / "items.parquet").exists():
+        raise InputError(f"{dataset_dir}: no items.parquet yet; build the items step first (it runs before ratings)")
+    fp = fingerprint("ratings", SCHEMA_VERSION, ml.fingerprint, items_fp)
     if step_is_current(dataset_dir, "ratings", fp):
-        return StepResult("ratings", fp, True, read_manifest(dataset_dir)["steps"]["ratings"]["counts"], dataset_dir)
+        return StepResult("ratings", fp, True, manifest["steps"]["ratings"]["counts"], dataset_dir)
     target = dataset_dir / "ratings.parquet"
     with duckdb.connect() as con, atomic_path(target) as tmp:
         con.execute("SET preserve_insertion_order = false")
