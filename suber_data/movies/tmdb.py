@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -272,8 +273,6 @@ def _retry_after(value: str | None, default: float) -> float:
 
 
 def _show(progress: bool | None) -> bool:
-    import sys
-
     return sys.stderr.isatty() if progress is None else progress
 
 
