@@ -161,10 +161,8 @@ class _FileHandler(BaseHTTPRequestHandler):
         name = unquote(urlsplit(self.path).path).lstrip("/")
         range_header = self.headers.get("Range")
         entry = {"method": method, "path": name, "range": range_header, "status": None, "sent": 0}
-        try:
-            self._serve_file(srv, method, name, range_header, entry)
-        finally:
-            srv._record(entry)
+        srv._record(entry)  # on arrival: a client may read the counters as soon as it has its answer
+        self._serve_file(srv, method, name, range_header, entry)
 
     def _serve_file(self, srv: FileServer, method: str, name: str, range_header: str | None, entry: dict) -> None:
         srv.sleep(srv.latency)
@@ -207,8 +205,8 @@ class _FileHandler(BaseHTTPRequestHandler):
         self.send_header("Last-Modified", formatdate(stat.st_mtime, usegmt=True))
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.end_headers()
         entry["status"] = status
+        self.end_headers()
         if method == "HEAD":
             return None
 

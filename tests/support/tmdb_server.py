@@ -300,7 +300,7 @@ class TMDBServer(LoopbackServer):
             self.in_flight = 0
             self.max_in_flight = 0  # most requests being handled at the same time
             self.timestamps: list[float] = []  # time.monotonic() at each request's arrival
-            self.log: list[dict] = []  # one entry per answered request: t, path, id, status, query
+            self.log: list[dict] = []  # one entry per request, added on arrival: t, path, id, status, query
 
     def requests_in_window(self, seconds: float = 1.0) -> int:
         """The largest number of requests that arrived within any ``seconds``-long window."""
@@ -329,19 +329,18 @@ class TMDBServer(LoopbackServer):
                 return True
         return False
 
-    def _enter(self) -> float:
-        now = time.monotonic()
+    def _enter(self, entry: dict) -> None:
+        # Counted on arrival, not after the answer: a client may read the counters as soon as it has its answer.
         with self._lock:
             self.requests += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            self.timestamps.append(now)
-        return now
+            self.timestamps.append(entry["t"])
+            self.log.append(entry)
 
-    def _leave(self, entry: dict) -> None:
+    def _leave(self) -> None:
         with self._lock:
             self.in_flight -= 1
-            self.log.append(entry)
 
     def _over_rate_limit(self, now: float) -> bool:
         if not self.rate_limit:
@@ -366,6 +365,7 @@ class _TMDBHandler(BaseHTTPRequestHandler):
         pass
 
     def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, ctype: str | None = None) -> None:
+        self._entry["status"] = status  # before the bytes leave, so the client never sees a stale log
         self.send_response(status)
         self.send_header("Content-Type", ctype or "application/json;charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -380,17 +380,17 @@ class _TMDBHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         api = self.api
-        now = api._enter()
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
-        entry: dict[str, Any] = {"t": now, "path": parts.path, "id": None, "status": None, "query": parts.query}
+        now = time.monotonic()
+        self._entry: dict[str, Any] = {"t": now, "path": parts.path, "id": None, "status": None, "query": parts.query}
+        api._enter(self._entry)
         try:
-            status = self._answer(api, parts.path, query, entry, now)
-            entry["status"] = status
+            self._answer(api, parts.path, query, self._entry, now)
         finally:
-            api._leave(entry)
+            api._leave()
 
-    def _answer(self, api: TMDBServer, path: str, query: dict[str, list[str]], entry: dict, now: float) -> int:
+    def _answer(self, api: TMDBServer, path: str, query: dict[str, list[str]], entry: dict, now: float) -> None:
         prefix = api.base_path + "/movie/"
         tmdb_id: int | None = None
         if path.startswith(prefix):
@@ -405,37 +405,36 @@ class _TMDBHandler(BaseHTTPRequestHandler):
 
         if not api._authorized(query, self.headers.get("Authorization")):
             self._send(401, render(ERR_UNAUTHORIZED))
-            return 401
+            return
         if api._over_rate_limit(now):
             self._send(429, render(ERR_RATE_LIMIT), {"Retry-After": "1"})
-            return 429
+            return
         if tmdb_id is None:
             self._send(404, render(ERR_NOT_FOUND))
-            return 404
+            return
 
         fault = api._next_fault(tmdb_id)
         if fault is not None:
             if fault.kind == "429":
                 ra = fault.retry_after
                 self._send(429, render(ERR_RATE_LIMIT), {"Retry-After": str(int(ra) if float(ra).is_integer() else ra)})
-                return 429
+                return
             if fault.kind == "status":
                 body = ERR_UNAVAILABLE if fault.status == 503 else ERR_INTERNAL
                 self._send(fault.status, render(body))
-                return fault.status
+                return
             if fault.kind == "delay":
                 api.sleep(fault.delay)
             elif fault.kind == "bad_json":
                 self._send(200, fault.body)
-                return 200
+                return
 
         appended = {p.strip() for v in query.get("append_to_response", []) for p in v.split(",")}
         payload = api._payload(tmdb_id, credits="credits" in appended)
         if payload is None:
             self._send(404, render(ERR_NOT_FOUND))
-            return 404
+            return
         self._send(200, render(payload))
-        return 200
 
 
 TMDBServer.handler_class = _TMDBHandler
