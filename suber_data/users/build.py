@@ -18,6 +18,7 @@ from suber_data.artifacts.io import write_parquet
 from suber_data.artifacts.manifest import fingerprint, read_manifest, record_step, sha256_file, step_is_current
 from suber_data.artifacts.schemas import USERS
 from suber_data.errors import InputError
+from suber_data.resources import source_url
 from suber_data.users import checks as C
 from suber_data.users.census import AgeSexTable, CensusSpec, load_census
 from suber_data.users.lists import Lists, Prior, book_category_prior, movie_genre_prior, project_lists, suber_lists
@@ -113,7 +114,7 @@ def load_inputs(config: UsersConfig) -> Inputs:
         census, path = load_census(spec)
         sha = sha256_file(path)
         release = spec.release()
-        entry = release.describe() if release else {"url": f"file://{Path(path).resolve()}"}
+        entry = release.describe() if release else {"url": source_url(path)}
         entry.update({"size": path.stat().st_size, "sha256": sha, "vintage": census.vintage, "year": census.year})
         entry.update({k: v for k, v in census.meta.items() if k not in entry})
         sources[release.name if release else "census-file"] = entry
@@ -127,7 +128,7 @@ def load_inputs(config: UsersConfig) -> Inputs:
         if where.startswith("asset:"):
             sources[f"users-{label}"] = {"url": where, "sha256": sha}
     checksums["tastes"] = sha256_file(tastes.source)
-    sources[f"users-{config.domain}-tastes"] = {"url": tastes.source, "sha256": checksums["tastes"]}
+    sources[f"users-{config.domain}-tastes"] = {"url": source_url(tastes.source), "sha256": checksums["tastes"]}
     for name, entry in name_sources().items():
         sources[name] = entry
         checksums[name] = str(entry["version"])

@@ -26,6 +26,8 @@ def test_build_writes_table_manifest_and_plots(tmp_path):
     assert step["counts"]["users"] == 1_000 and step["settings"]["seed"] == 1
     assert step["census"]["vintage"] == 2019 and "nc-est2019" in step["census"]["original_url"]
     assert manifest["sources"]["census-packaged"]["sha256"].startswith("3e00e0fd")
+    # packaged inputs are named the same on every machine, never by this checkout's path
+    assert manifest["sources"]["users-movies-tastes"]["url"] == "asset:users/movie_genre_prior.csv"
     assert manifest["tables"]["users.parquet"]["rows"] == 1_000
     assert {c["name"] for c in step["checks"]} == {"age_sex_tvd", "like_rates", "occupation_rules", "name_duplicates"}
 
