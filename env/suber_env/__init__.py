@@ -11,12 +11,28 @@ from .prompts import PromptBuilder
 from .rater import OpenAIRater, OracleRater, Rater, Requests, TransformersRater, make_rater
 
 __all__ = [
-    "SCALES", "Dataset", "DatasetError", "OpenAIRater", "OracleRater", "PromptBuilder", "Rater", "Requests", "Scale",
-    "SuberEnv", "SuberVectorEnv", "TransformersRater", "load_dataset", "make_rater",
+    "SCALES",
+    "Dataset",
+    "DatasetError",
+    "OpenAIRater",
+    "OracleRater",
+    "PromptBuilder",
+    "Rater",
+    "Requests",
+    "Scale",
+    "SuberEnv",
+    "SuberVectorEnv",
+    "TransformersRater",
+    "load_dataset",
+    "make_rater",
 ]
 __version__ = "0.1.0"
 
 for _id, _domain in (("suber_env/Movies-v0", "movies"), ("suber_env/Books-v0", "books")):
     if _id not in gym.registry:
-        gym.register(_id, entry_point="suber_env.env:SuberEnv", vector_entry_point="suber_env.env:SuberVectorEnv",
-                     kwargs={"domain": _domain})
+        gym.register(
+            _id,
+            entry_point="suber_env.env:SuberEnv",
+            vector_entry_point="suber_env.env:SuberVectorEnv",
+            kwargs={"domain": _domain},
+        )

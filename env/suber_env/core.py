@@ -65,13 +65,32 @@ class Scale:
 
 WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 SCALES = {
-    "0-9": Scale("0-9", tuple(str(i) for i in range(10)), tuple(float(i) for i in range(1, 11)),
-                 "0 to 9", "0", "9", 1.0, 10.0, -1),
-    "1-10": Scale("1-10", tuple(str(i) for i in range(1, 11)), tuple(float(i) for i in range(1, 11)),
-                  "1 to 10", "1", "10", 1.0, 10.0, 0),
+    "0-9": Scale(
+        "0-9",
+        tuple(str(i) for i in range(10)),
+        tuple(float(i) for i in range(1, 11)),
+        "0 to 9",
+        "0",
+        "9",
+        1.0,
+        10.0,
+        -1,
+    ),
+    "1-10": Scale(
+        "1-10",
+        tuple(str(i) for i in range(1, 11)),
+        tuple(float(i) for i in range(1, 11)),
+        "1 to 10",
+        "1",
+        "10",
+        1.0,
+        10.0,
+        0,
+    ),
     "one-ten": Scale("one-ten", WORDS, tuple(float(i) for i in range(1, 11)), "one to ten", "one", "ten", 1.0, 10.0, 0),
-    "1-5": Scale("1-5", tuple(str(i) for i in range(1, 6)), tuple(float(i) for i in range(1, 6)),
-                 "1 to 5", "1", "5", 1.0, 5.0, 0),
+    "1-5": Scale(
+        "1-5", tuple(str(i) for i in range(1, 6)), tuple(float(i) for i in range(1, 6)), "1 to 5", "1", "5", 1.0, 5.0, 0
+    ),
 }
 
 
@@ -114,8 +133,9 @@ def sampling_cdf(probs: np.ndarray) -> np.ndarray:
     return np.cumsum(sampling_probs(probs), axis=1)
 
 
-def choose_ratings(probs: np.ndarray, values: np.ndarray, mode: str, u: np.ndarray | None = None,
-                   cdf: np.ndarray | None = None) -> np.ndarray:
+def choose_ratings(
+    probs: np.ndarray, values: np.ndarray, mode: str, u: np.ndarray | None = None, cdf: np.ndarray | None = None
+) -> np.ndarray:
     """Turn rating distributions (B, L) into ratings (B,) by ``mode``: sample, argmax or expected.
     ``cdf``: ``sampling_cdf(probs)`` when the caller has it already (sample mode)."""
     if mode == "argmax":
@@ -156,8 +176,9 @@ def perturb(r: np.ndarray, kind: str, keys, steps, lo: float, hi: float, sigma: 
     return np.where((r > 0) & (out > 0), out, r).astype(np.float64)
 
 
-def shape(r: np.ndarray, kind: str, n: np.ndarray, dt: np.ndarray, keys, steps, lo: float, hi: float,
-          q: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+def shape(
+    r: np.ndarray, kind: str, n: np.ndarray, dt: np.ndarray, keys, steps, lo: float, hi: float, q: float = 0.1
+) -> tuple[np.ndarray, np.ndarray]:
     """Reward shaping on a batch. ``n`` = watch count including this step, ``dt`` = steps since the
     previous watch of the item (ignored when n == 1). Returns (reward, terminate)."""
     first = n <= 1
@@ -274,8 +295,13 @@ class Memory:
         """The slot's memory as rows (item, last rating, watch count, last and previous timestamp)."""
         items = self.seen[slot, : self.n_seen[slot]]
         return [
-            {"item_id": int(i), "rating": float(self.rating[slot, i]), "num_watches": int(self.count[slot, i]),
-             "timestamp": int(self.last_ts[slot, i]), "previous_timestamp": int(self.prev_ts[slot, i])}
+            {
+                "item_id": int(i),
+                "rating": float(self.rating[slot, i]),
+                "num_watches": int(self.count[slot, i]),
+                "timestamp": int(self.last_ts[slot, i]),
+                "previous_timestamp": int(self.prev_ts[slot, i]),
+            }
             for i in items
         ]
 

@@ -277,8 +277,13 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
         users_t = users_t.sort_by("user_id")
         vocab_list = sorted(
             set(vocab_list)
-            | {_norm_genre(g) for c in ("liked", "disliked") if c in users_t.column_names
-               for g in pc.unique(pc.list_flatten(users_t[c])).to_pylist() if g}
+            | {
+                _norm_genre(g)
+                for c in ("liked", "disliked")
+                if c in users_t.column_names
+                for g in pc.unique(pc.list_flatten(users_t[c])).to_pylist()
+                if g
+            }
         )
     else:
         missing["users.parquet"] = "no users.parquet in the folder"
@@ -286,9 +291,22 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
     genres = _multi_hot(col("genres"), vocab, n) if col("genres") is not None else np.zeros((n, 1), np.uint8)
 
     ds = Dataset(
-        path=root, domain=domain, manifest=manifest, items=items, n_items=n, titles=titles, years=years,
-        overviews=overviews, vote=vote, genre_vocab=vocab_list, genres=genres, genre_lists=genre_lists,
-        people=people, people_text=people_text, director=director, missing=missing,
+        path=root,
+        domain=domain,
+        manifest=manifest,
+        items=items,
+        n_items=n,
+        titles=titles,
+        years=years,
+        overviews=overviews,
+        vote=vote,
+        genre_vocab=vocab_list,
+        genres=genres,
+        genre_lists=genre_lists,
+        people=people,
+        people_text=people_text,
+        director=director,
+        missing=missing,
     )
     if users_t is not None:
         u = users_t.num_rows

@@ -51,11 +51,32 @@ def _as_dataset(dataset, domain: str | None) -> Dataset:
 class _Core:
     """State and step logic for ``n`` environment slots, vectorised over slots."""
 
-    def __init__(self, ds: Dataset, rater: Rater, n: int, *, history: int, retrieval: str, k: int, reward_mode: str,
-                 perturbation: str, sigma: float, shaping: str, q: float, p_terminate: float, eval_mode: bool,
-                 eval_steps: int, item_vector: bool, max_episode_steps: int | None):
-        for name, val, allowed in (("retrieval", retrieval, RETRIEVALS), ("reward_mode", reward_mode, REWARD_MODES),
-                                   ("perturbation", perturbation, PERTURBATIONS), ("shaping", shaping, SHAPINGS)):
+    def __init__(
+        self,
+        ds: Dataset,
+        rater: Rater,
+        n: int,
+        *,
+        history: int,
+        retrieval: str,
+        k: int,
+        reward_mode: str,
+        perturbation: str,
+        sigma: float,
+        shaping: str,
+        q: float,
+        p_terminate: float,
+        eval_mode: bool,
+        eval_steps: int,
+        item_vector: bool,
+        max_episode_steps: int | None,
+    ):
+        for name, val, allowed in (
+            ("retrieval", retrieval, RETRIEVALS),
+            ("reward_mode", reward_mode, REWARD_MODES),
+            ("perturbation", perturbation, PERTURBATIONS),
+            ("shaping", shaping, SHAPINGS),
+        ):
             if val not in allowed:
                 raise ValueError(f"{name}={val!r} is not one of {allowed}")
         if retrieval == "embedding":
@@ -149,8 +170,9 @@ class _Core:
         raw = choose_ratings(probs, self.values, self.reward_mode, u, cdf)
         stored = perturb(raw, self.perturbation, self.keys, t, self.scale.min, self.scale.max, self.sigma)
         n_watch, dt = m.write(items, stored.astype(np.float32))
-        reward, term_shape = shape(stored, self.shaping, n_watch, dt, self.keys, t, self.scale.min, self.scale.max,
-                                   self.q)
+        reward, term_shape = shape(
+            stored, self.shaping, n_watch, dt, self.keys, t, self.scale.min, self.scale.max, self.q
+        )
         self.steps += 1
         if self.eval_mode:
             terminated = self.steps >= self.eval_steps
@@ -171,9 +193,21 @@ class _Core:
         return reward, terminated, truncated, info
 
 
-_CORE_DEFAULTS = dict(history=10, retrieval="recent", k=3, reward_mode="sample", perturbation="none", sigma=0.5,
-                      shaping="exp_decay", q=0.1, p_terminate=0.025, eval_mode=False, eval_steps=11,
-                      item_vector=True, max_episode_steps=None)
+_CORE_DEFAULTS = dict(
+    history=10,
+    retrieval="recent",
+    k=3,
+    reward_mode="sample",
+    perturbation="none",
+    sigma=0.5,
+    shaping="exp_decay",
+    q=0.1,
+    p_terminate=0.025,
+    eval_mode=False,
+    eval_steps=11,
+    item_vector=True,
+    max_episode_steps=None,
+)
 
 
 def _build(dataset, domain, rater, rater_kwargs, n, options) -> _Core:
@@ -196,8 +230,15 @@ class SuberEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"]}
 
-    def __init__(self, dataset=None, rater: str | Rater = "oracle", rater_kwargs: dict | None = None,
-                 domain: str | None = None, render_mode: str | None = None, **options):
+    def __init__(
+        self,
+        dataset=None,
+        rater: str | Rater = "oracle",
+        rater_kwargs: dict | None = None,
+        domain: str | None = None,
+        render_mode: str | None = None,
+        **options,
+    ):
         self.core = _build(dataset, domain, rater, rater_kwargs, 1, options)
         self.ds, self.rater = self.core.ds, self.core.rater
         self.observation_space = self.core.observation_space
@@ -280,8 +321,16 @@ class SuberVectorEnv(gym.vector.VectorEnv):
 
     metadata = {"render_modes": [], **_AUTORESET}
 
-    def __init__(self, num_envs: int = 1, dataset=None, rater: str | Rater = "oracle",
-                 rater_kwargs: dict | None = None, domain: str | None = None, copy: bool = True, **options):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        dataset=None,
+        rater: str | Rater = "oracle",
+        rater_kwargs: dict | None = None,
+        domain: str | None = None,
+        copy: bool = True,
+        **options,
+    ):
         self.core = _build(dataset, domain, rater, rater_kwargs, num_envs, options)
         self.copy = copy
         self.ds, self.rater = self.core.ds, self.core.rater

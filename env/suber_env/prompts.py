@@ -55,9 +55,22 @@ class PromptBuilder:
     def system(self) -> str:
         return self.t["system"].format(**self.fmt).strip()
 
-    def query(self, *, name: str, sex: str, age: int, description: str, history: list[tuple[str, float]],
-              title: str, year: int, overview: str, genres: list[str], people: list[str], vote: float,
-              seen: int) -> str:
+    def query(
+        self,
+        *,
+        name: str,
+        sex: str,
+        age: int,
+        description: str,
+        history: list[tuple[str, float]],
+        title: str,
+        year: int,
+        overview: str,
+        genres: list[str],
+        people: list[str],
+        vote: float,
+        seen: int,
+    ) -> str:
         """The user message. ``history`` = (title, stored rating) pairs; ``seen`` = earlier watches."""
         t, f = self.t, self.fmt
         pronoun = _gender(sex, age)[1]
@@ -81,8 +94,9 @@ class PromptBuilder:
     def persona(self, name: str, sex: str, age: int, description: str) -> str:
         """The query's first part: who the user is (shared by all of that user's ratings)."""
         gender, pronoun = _gender(sex, age)
-        return self.t["persona"].format(name=name, age=age, gender=gender, pronoun=pronoun,
-                                        description=description.strip())
+        return self.t["persona"].format(
+            name=name, age=age, gender=gender, pronoun=pronoun, description=description.strip()
+        )
 
     def answer_prefix(self, name: str, sex: str, age: int = 30) -> str:
         return self.t["answer"].format(name=name, pronoun=_gender(sex, age)[1])
@@ -91,11 +105,26 @@ class PromptBuilder:
         msgs = []
         for ex in self.t["examples"][: self.shots]:
             rating = float(ex["rating"])
-            q = self.query(name=ex["name"], sex=ex["sex"], age=ex["age"], description=ex["description"],
-                           history=[(h, float(r)) for h, r in ex["history"]], title=ex["title"], year=ex["year"],
-                           overview=ex["overview"], genres=ex["genres"], people=ex["people"], vote=ex["vote"], seen=0)
-            a = (self.answer_prefix(ex["name"], ex["sex"], ex["age"]) + self.label(rating)
-                 + self.t["explanation"].format(**self.fmt) + ex["reason"])
+            q = self.query(
+                name=ex["name"],
+                sex=ex["sex"],
+                age=ex["age"],
+                description=ex["description"],
+                history=[(h, float(r)) for h, r in ex["history"]],
+                title=ex["title"],
+                year=ex["year"],
+                overview=ex["overview"],
+                genres=ex["genres"],
+                people=ex["people"],
+                vote=ex["vote"],
+                seen=0,
+            )
+            a = (
+                self.answer_prefix(ex["name"], ex["sex"], ex["age"])
+                + self.label(rating)
+                + self.t["explanation"].format(**self.fmt)
+                + ex["reason"]
+            )
             msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
         return msgs
 
@@ -115,7 +144,18 @@ def dataset_query(pb: PromptBuilder, ds, user: int, item: int, hist_items, hist_
     sex = "M" if ds.sex[user] == 0 else "F"
     name, age = ds.first_names[user], int(ds.age[user])
     history = [(ds.titles[int(h)], float(r)) for h, r in zip(hist_items, hist_ratings, strict=True) if h >= 0]
-    q = pb.query(name=name, sex=sex, age=age, description=ds.descriptions[user], history=history,
-                 title=ds.titles[item], year=int(ds.years[item]), overview=ds.overviews[item],
-                 genres=ds.genre_lists[item], people=ds.people_text[item], vote=float(ds.vote[item]), seen=int(seen))
+    q = pb.query(
+        name=name,
+        sex=sex,
+        age=age,
+        description=ds.descriptions[user],
+        history=history,
+        title=ds.titles[item],
+        year=int(ds.years[item]),
+        overview=ds.overviews[item],
+        genres=ds.genre_lists[item],
+        people=ds.people_text[item],
+        vote=float(ds.vote[item]),
+        seen=int(seen),
+    )
     return q, pb.answer_prefix(name, sex, age)

@@ -58,8 +58,9 @@ class OracleRater(Rater):
     name = "oracle"
     _MAX_SEEN = 16  # the row table covers requests with fewer earlier watches than this
 
-    def __init__(self, ds, scale: str = "0-9", like: float = 1.5, dislike: float = 2.5, repeat: float = 1.0,
-                 sigma: float = 1.0):
+    def __init__(
+        self, ds, scale: str = "0-9", like: float = 1.5, dislike: float = 2.5, repeat: float = 1.0, sigma: float = 1.0
+    ):
         ds.require("users", "the oracle rater (it reads users' liked and disliked genres)")
         self.ds, self.scale = ds, get_scale(scale)
         self.like, self.dislike, self.repeat, self.sigma = like, dislike, repeat, sigma
@@ -95,8 +96,9 @@ class OracleRater(Rater):
         bit for bit what ``_compute`` gives per request)."""
         bases, self._base_idx = np.unique(self.base, return_inverse=True)
         grid = np.indices((len(bases), 3, 3, n_seen)).reshape(4, -1)
-        self.table = self._compute(bases[grid[0]], grid[1].astype(np.float64), grid[2].astype(np.float64),
-                                   grid[3].astype(np.int64))
+        self.table = self._compute(
+            bases[grid[0]], grid[1].astype(np.float64), grid[2].astype(np.float64), grid[3].astype(np.int64)
+        )
         self._n_seen = n_seen
 
     def table_rows(self, req: Requests) -> np.ndarray | None:
@@ -147,6 +149,7 @@ def _label_token_ids(tokenizer, scale: Scale, context: str):
     Llama split "10" into "1", "0"); every spelling found is used. Returns (singles [(label, token)],
     doubles [(label, first, second)], keep_trailing_space); raises if a label has no such spelling.
     """
+
     def spell(ctx: str, variants) -> tuple[list[int], list[tuple[int, int]]]:
         base = tokenizer(ctx, add_special_tokens=False)["input_ids"]
         one, two = [], []
@@ -154,15 +157,17 @@ def _label_token_ids(tokenizer, scale: Scale, context: str):
             ids = tokenizer(ctx + v, add_special_tokens=False)["input_ids"]
             if ids[: len(base)] != base:
                 continue
-            extra = ids[len(base):]
+            extra = ids[len(base) :]
             if len(extra) == 1 and extra[0] not in one:
                 one.append(extra[0])
             elif len(extra) == 2 and tuple(extra) not in two:
                 two.append(tuple(extra))
         return one, two
 
-    for ctx, variants, keep in ((context.rstrip(), lambda lab: (" " + lab, lab), False),
-                                (context, lambda lab: (lab,), True)):
+    for ctx, variants, keep in (
+        (context.rstrip(), lambda lab: (" " + lab, lab), False),
+        (context, lambda lab: (lab,), True),
+    ):
         singles, doubles, missing = [], [], []
         for i, lab in enumerate(scale.labels):
             one, two = spell(ctx, variants(lab))
@@ -215,11 +220,18 @@ class _PromptRenderer:
         out = []
         cache: dict = {}
         for b in range(len(req)):
-            q, a = dataset_query(self.pb, self.ds, int(req.users[b]), int(req.items[b]), req.hist_items[b],
-                                 req.hist_ratings[b], int(req.seen[b]))
+            q, a = dataset_query(
+                self.pb,
+                self.ds,
+                int(req.users[b]),
+                int(req.items[b]),
+                req.hist_items[b],
+                req.hist_ratings[b],
+                int(req.seen[b]),
+            )
             key = (q, a)
             if key not in cache:
-                cache[key] = self.full(q, a)[len(self.prefix):]
+                cache[key] = self.full(q, a)[len(self.prefix) :]
             out.append(cache[key])
         return out
 
@@ -247,9 +259,19 @@ class TransformersRater(Rater):
 
     name = "transformers"
 
-    def __init__(self, ds, model, tokenizer, scale: str = "0-9", shots: int = 2, max_batch: int = 16,
-                 max_batch_tokens: int = 8192, share_prefix: bool = True, share_persona: bool = True,
-                 persona_cache_size: int = 256):
+    def __init__(
+        self,
+        ds,
+        model,
+        tokenizer,
+        scale: str = "0-9",
+        shots: int = 2,
+        max_batch: int = 16,
+        max_batch_tokens: int = 8192,
+        share_prefix: bool = True,
+        share_persona: bool = True,
+        persona_cache_size: int = 256,
+    ):
         from collections import OrderedDict
 
         import torch
@@ -276,8 +298,9 @@ class TransformersRater(Rater):
         self._prefix_cache = None
 
     @classmethod
-    def from_pretrained(cls, ds, path: str, gguf_file: str | None = None, device: str | None = None,
-                        dtype=None, **kw) -> TransformersRater:
+    def from_pretrained(
+        cls, ds, path: str, gguf_file: str | None = None, device: str | None = None, dtype=None, **kw
+    ) -> TransformersRater:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -347,8 +370,13 @@ class TransformersRater(Rater):
                 ids = torch.full((b, 1), first, dtype=torch.long, device=self.device)
                 m = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=self.device)], dim=1)
                 with torch.inference_mode():
-                    h = body(input_ids=ids, attention_mask=m.long(), position_ids=pos[:, None], past_key_values=c,
-                             use_cache=True).last_hidden_state[:, -1]
+                    h = body(
+                        input_ids=ids,
+                        attention_mask=m.long(),
+                        position_ids=pos[:, None],
+                        past_key_values=c,
+                        use_cache=True,
+                    ).last_hidden_state[:, -1]
                     memo[first] = torch.log_softmax(head(h).float(), dim=-1)
             return memo[first]
 
@@ -429,8 +457,10 @@ class TransformersRater(Rater):
                 body(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
             for r, u in enumerate(chunk):
                 n = int(lens[r])
-                self._persona_kv[u] = [(layer.keys[r, :, P : P + n].clone(), layer.values[r, :, P : P + n].clone())
-                                       for layer in cache.layers]
+                self._persona_kv[u] = [
+                    (layer.keys[r, :, P : P + n].clone(), layer.values[r, :, P : P + n].clone())
+                    for layer in cache.layers
+                ]
         while len(self._persona_kv) > max(self.persona_cache_size, len(set(users))):
             self._persona_kv.popitem(last=False)
 
@@ -460,8 +490,9 @@ class TransformersRater(Rater):
         pos = (P + plen)[:, None] + torch.arange(T, device=self.device)[None, :]
         body, head = self._body_head()
         with torch.inference_mode():
-            h = body(input_ids=ids, attention_mask=mask.long(), position_ids=pos, past_key_values=cache,
-                     use_cache=True).last_hidden_state
+            h = body(
+                input_ids=ids, attention_mask=mask.long(), position_ids=pos, past_key_values=cache, use_cache=True
+            ).last_hidden_state
             last = h[torch.arange(b, device=self.device), lens - 1]
             logits = head(last)
         step2 = None
@@ -520,9 +551,19 @@ class OpenAIRater(Rater):
 
     name = "openai"
 
-    def __init__(self, ds, base_url: str, model: str, scale: str = "0-9", shots: int = 2, tokenizer=None,
-                 top_logprobs: int = 20, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
-                 max_batch: int = 64):
+    def __init__(
+        self,
+        ds,
+        base_url: str,
+        model: str,
+        scale: str = "0-9",
+        shots: int = 2,
+        tokenizer=None,
+        top_logprobs: int = 20,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 120.0,
+        max_batch: int = 64,
+    ):
         import os
 
         self.ds, self.base_url, self.model_name = ds, base_url.rstrip("/"), model
@@ -538,8 +579,15 @@ class OpenAIRater(Rater):
         return self.render.prompt(req, row)
 
     def _post(self, prompts: list[str]) -> dict:
-        body = json.dumps({"model": self.model_name, "prompt": prompts, "max_tokens": 1, "temperature": 0,
-                           "logprobs": self.top_logprobs}).encode()
+        body = json.dumps(
+            {
+                "model": self.model_name,
+                "prompt": prompts,
+                "max_tokens": 1,
+                "temperature": 0,
+                "logprobs": self.top_logprobs,
+            }
+        ).encode()
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"

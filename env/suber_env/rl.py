@@ -31,8 +31,10 @@ class SB3VecEnv(VecEnv):
     def step_wait(self):
         obs, rewards, term, trunc, info = self.venv.step(self._actions)
         dones = term | trunc
-        infos: list[dict] = [{"rating": float(info["rating"][i]), "llm_rating": float(info["llm_rating"][i])}
-                             for i in range(self.num_envs)]
+        infos: list[dict] = [
+            {"rating": float(info["rating"][i]), "llm_rating": float(info["llm_rating"][i])}
+            for i in range(self.num_envs)
+        ]
         for i in np.flatnonzero(dones):
             infos[i]["terminal_observation"] = info["final_obs"][i]
             infos[i]["TimeLimit.truncated"] = bool(trunc[i] and not term[i])

@@ -21,8 +21,18 @@ if importlib.util.find_spec("suber_env") is None:  # not installed: use the chec
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "suber" / "movies"
 ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])
-GENRES = ["action", "adventure", "animation", "comedy", "drama", "family", "horror", "romance", "science fiction",
-          "thriller"]
+GENRES = [
+    "action",
+    "adventure",
+    "animation",
+    "comedy",
+    "drama",
+    "family",
+    "horror",
+    "romance",
+    "science fiction",
+    "thriller",
+]
 FIRST = ["Ada", "Ben", "Cleo", "Dan", "Eva", "Finn", "Gia", "Hugo", "Iris", "Jon", "Kira", "Leo"]
 
 
@@ -33,8 +43,14 @@ def _write(folder: Path, tables: dict[str, pa.Table], domain: str = "movies") ->
         pq.write_table(t, folder / name)
         data = (folder / name).read_bytes()
         meta[name] = {"rows": t.num_rows, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "step": "t"}
-    manifest = {"schema_version": 1, "tool": "suber_env tests", "domain": domain, "sources": {}, "tables": meta,
-                "steps": {}}
+    manifest = {
+        "schema_version": 1,
+        "tool": "suber_env tests",
+        "domain": domain,
+        "sources": {},
+        "tables": meta,
+        "steps": {},
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 
@@ -42,20 +58,24 @@ def _write(folder: Path, tables: dict[str, pa.Table], domain: str = "movies") ->
 def synthetic_items(n: int, seed: int = 0) -> pa.Table:
     rng = np.random.default_rng(seed)
     genres = [sorted(rng.choice(GENRES, size=rng.integers(1, 4), replace=False).tolist()) for _ in range(n)]
-    actors = [[{"name": f"Actor {rng.integers(0, 30)}", "gender": str(rng.choice(["M", "F", "unknown"]))}
-               for _ in range(2)] for _ in range(n)]
-    return pa.table({
-        "item_id": pa.array(np.arange(n), pa.int32()),
-        "movielens_id": pa.array(np.arange(n) + 1, pa.int32()),
-        "title": [f"Film {i}" for i in range(n)],
-        "year": pa.array(rng.integers(1950, 2024, n), pa.int16()),
-        "overview": [f"A {g[0]} story number {i}." for i, g in enumerate(genres)],
-        "genres": pa.array(genres, pa.list_(pa.string())),
-        "actors": pa.array(actors, pa.list_(ACTOR)),
-        "director": [f"Director {rng.integers(0, 8)}" for _ in range(n)],
-        "vote_average": pa.array(np.round(rng.uniform(3, 9, n), 1), pa.float32()),
-        "ml_rating_count": pa.array(np.ones(n), pa.int32()),
-    })
+    actors = [
+        [{"name": f"Actor {rng.integers(0, 30)}", "gender": str(rng.choice(["M", "F", "unknown"]))} for _ in range(2)]
+        for _ in range(n)
+    ]
+    return pa.table(
+        {
+            "item_id": pa.array(np.arange(n), pa.int32()),
+            "movielens_id": pa.array(np.arange(n) + 1, pa.int32()),
+            "title": [f"Film {i}" for i in range(n)],
+            "year": pa.array(rng.integers(1950, 2024, n), pa.int16()),
+            "overview": [f"A {g[0]} story number {i}." for i, g in enumerate(genres)],
+            "genres": pa.array(genres, pa.list_(pa.string())),
+            "actors": pa.array(actors, pa.list_(ACTOR)),
+            "director": [f"Director {rng.integers(0, 8)}" for _ in range(n)],
+            "vote_average": pa.array(np.round(rng.uniform(3, 9, n), 1), pa.float32()),
+            "ml_rating_count": pa.array(np.ones(n), pa.int32()),
+        }
+    )
 
 
 def synthetic_users(n: int, seed: int = 1) -> tuple[pa.Table, pa.Table]:
@@ -64,30 +84,42 @@ def synthetic_users(n: int, seed: int = 1) -> tuple[pa.Table, pa.Table]:
     disliked = [sorted(rng.choice(GENRES[5:], 2, replace=False).tolist()) for _ in range(n)]
     sex = [("F" if i % 2 else "M") for i in range(n)]
     age = rng.integers(12, 70, n)
-    users = pa.table({
-        "user_id": pa.array(np.arange(n), pa.int32()),
-        "first_name": [FIRST[i % len(FIRST)] for i in range(n)],
-        "last_name": ["Doe"] * n,
-        "sex": sex,
-        "age": pa.array(age, pa.int16()),
-        "birth_year": pa.array(2024 - age, pa.int16()),
-        "occupation": ["teacher"] * n,
-        "hobby": ["hiking"] * n,
-        "liked": pa.array(liked, pa.list_(pa.string())),
-        "disliked": pa.array(disliked, pa.list_(pa.string())),
-        "profile": ["census"] * n,
-        "seed": pa.array([seed] * n, pa.int64()),
-    })
-    desc = pa.table({
-        "user_id": pa.array(np.arange(n), pa.int32()),
-        "description": [f"a {'teacher'} who loves {a} and {b} films and avoids {c} ones."
-                        for (a, b), (c, _) in zip(liked, disliked, strict=True)],
-        "variant": ["preferences"] * n, "backend": ["template"] * n, "model": ["none"] * n,
-        "model_revision": [None] * n, "template_hash": ["x"] * n, "seed": pa.array([0] * n, pa.int64()),
-        "temperature": pa.array([0.0] * n, pa.float32()), "max_tokens": pa.array([0] * n, pa.int32()),
-        "attempts": pa.array([1] * n, pa.int16()), "seconds": pa.array([0.0] * n, pa.float32()),
-        "generation_key": ["k"] * n,
-    })
+    users = pa.table(
+        {
+            "user_id": pa.array(np.arange(n), pa.int32()),
+            "first_name": [FIRST[i % len(FIRST)] for i in range(n)],
+            "last_name": ["Doe"] * n,
+            "sex": sex,
+            "age": pa.array(age, pa.int16()),
+            "birth_year": pa.array(2024 - age, pa.int16()),
+            "occupation": ["teacher"] * n,
+            "hobby": ["hiking"] * n,
+            "liked": pa.array(liked, pa.list_(pa.string())),
+            "disliked": pa.array(disliked, pa.list_(pa.string())),
+            "profile": ["census"] * n,
+            "seed": pa.array([seed] * n, pa.int64()),
+        }
+    )
+    desc = pa.table(
+        {
+            "user_id": pa.array(np.arange(n), pa.int32()),
+            "description": [
+                f"a {'teacher'} who loves {a} and {b} films and avoids {c} ones."
+                for (a, b), (c, _) in zip(liked, disliked, strict=True)
+            ],
+            "variant": ["preferences"] * n,
+            "backend": ["template"] * n,
+            "model": ["none"] * n,
+            "model_revision": [None] * n,
+            "template_hash": ["x"] * n,
+            "seed": pa.array([0] * n, pa.int64()),
+            "temperature": pa.array([0.0] * n, pa.float32()),
+            "max_tokens": pa.array([0] * n, pa.int32()),
+            "attempts": pa.array([1] * n, pa.int16()),
+            "seconds": pa.array([0.0] * n, pa.float32()),
+            "generation_key": ["k"] * n,
+        }
+    )
     return users, desc
 
 
@@ -95,15 +127,18 @@ def embeddings(n: int, d: int = 8, seed: int = 2) -> pa.Table:
     rng = np.random.default_rng(seed)
     e = rng.normal(size=(n, d)).astype(np.float32)
     e /= np.linalg.norm(e, axis=1, keepdims=True)
-    return pa.table({
-        "item_id": pa.array(np.arange(n), pa.int32()),
-        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(e.ravel(), pa.float32()), d),
-        "text_hash": ["h"] * n,
-    })
+    return pa.table(
+        {
+            "item_id": pa.array(np.arange(n), pa.int32()),
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(e.ravel(), pa.float32()), d),
+            "text_hash": ["h"] * n,
+        }
+    )
 
 
-def build_movies(folder: Path, n_items: int = 40, n_users: int = 12, with_embeddings: bool = True,
-                 with_descriptions: bool = True) -> Path:
+def build_movies(
+    folder: Path, n_items: int = 40, n_users: int = 12, with_embeddings: bool = True, with_descriptions: bool = True
+) -> Path:
     users, desc = synthetic_users(n_users)
     tables = {"items.parquet": synthetic_items(n_items), "users.parquet": users}
     if with_descriptions:
@@ -127,27 +162,41 @@ def build_tmdb_sagas(folder: Path) -> tuple[Path, dict]:
         return ast.literal_eval(x) if isinstance(x, str) else x
 
     gender = {1: "F", 2: "M"}
-    items = pa.table({
-        "item_id": pa.array(np.arange(n), pa.int32()),
-        "tmdb_id": pa.array([int(k) for k in ids], pa.int32()),
-        "title": [r["title"] for r in rows],
-        "year": pa.array([int(r["release_date"][:4]) if r.get("release_date") else None for r in rows], pa.int16()),
-        "overview": [r.get("overview") or "" for r in rows],
-        "genres": pa.array([[g["name"].lower() for g in lit(r["genres"])] for r in rows], pa.list_(pa.string())),
-        "actors": pa.array([[{"name": a["name"], "gender": gender.get(a.get("gender"), "unknown")}
-                             for a in lit(r["actors"])[:2]] for r in rows], pa.list_(ACTOR)),
-        "director": [r.get("director") for r in rows],
-        "vote_average": pa.array([float(r["vote_average"]) for r in rows], pa.float32()),
-    })
+    items = pa.table(
+        {
+            "item_id": pa.array(np.arange(n), pa.int32()),
+            "tmdb_id": pa.array([int(k) for k in ids], pa.int32()),
+            "title": [r["title"] for r in rows],
+            "year": pa.array([int(r["release_date"][:4]) if r.get("release_date") else None for r in rows], pa.int16()),
+            "overview": [r.get("overview") or "" for r in rows],
+            "genres": pa.array([[g["name"].lower() for g in lit(r["genres"])] for r in rows], pa.list_(pa.string())),
+            "actors": pa.array(
+                [
+                    [
+                        {"name": a["name"], "gender": gender.get(a.get("gender"), "unknown")}
+                        for a in lit(r["actors"])[:2]
+                    ]
+                    for r in rows
+                ],
+                pa.list_(ACTOR),
+            ),
+            "director": [r.get("director") for r in rows],
+            "vote_average": pa.array([float(r["vote_average"]) for r in rows], pa.float32()),
+        }
+    )
     emb = np.array([lit(r["overview_embedding"]) for r in rows], np.float32)
     users, desc = synthetic_users(4)
     tables = {
-        "items.parquet": items, "users.parquet": users, "user_descriptions.parquet": desc,
-        "item_embeddings.parquet": pa.table({
-            "item_id": pa.array(np.arange(n), pa.int32()),
-            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel(), pa.float32()), emb.shape[1]),
-            "text_hash": ["h"] * n,
-        }),
+        "items.parquet": items,
+        "users.parquet": users,
+        "user_descriptions.parquet": desc,
+        "item_embeddings.parquet": pa.table(
+            {
+                "item_id": pa.array(np.arange(n), pa.int32()),
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel(), pa.float32()), emb.shape[1]),
+                "text_hash": ["h"] * n,
+            }
+        ),
     }
     groups = json.loads((SHARED / "sagas_groups.json").read_text())
     return _write(folder, tables), {"ids": [int(k) for k in ids], "groups": groups}
@@ -160,5 +209,4 @@ def mixed_requests(n_items: int):
 
     hist = np.array([[3, 5, 9], [2, -1, -1], [-1, -1, -1], [7, 1, -1]])
     ratings = np.where(hist >= 0, np.array([[8.0, 2.0, 6.0]]), 0.0)
-    return Requests(np.array([0, 1, 0, 3]), np.array([10, 11, 12, 13]) % n_items, hist, ratings,
-                    np.array([0, 1, 0, 2]))
+    return Requests(np.array([0, 1, 0, 3]), np.array([10, 11, 12, 13]) % n_items, hist, ratings, np.array([0, 1, 0, 2]))

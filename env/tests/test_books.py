@@ -17,20 +17,24 @@ def _books(folder):
     n = 30
     rng = np.random.default_rng(4)
     cats = ["fiction", "biography", "history", "humor", "science", "fantasy"]
-    items = pa.table({
-        "item_id": pa.array(np.arange(n), pa.int32()),
-        "title": [f"Book {i}" for i in range(n)],
-        "year": pa.array(rng.integers(1900, 2020, n), pa.int16()),
-        "overview": [f"The back cover of book {i}." for i in range(n)],
-        "genres": pa.array([rng.choice(cats, 2, replace=False).tolist() for _ in range(n)], pa.list_(pa.string())),
-        "authors": pa.array([[f"Author {rng.integers(0, 9)}"] for _ in range(n)], pa.list_(pa.string())),
-        "vote_average": pa.array(rng.uniform(2.5, 4.8, n), pa.float32()),
-    })
+    items = pa.table(
+        {
+            "item_id": pa.array(np.arange(n), pa.int32()),
+            "title": [f"Book {i}" for i in range(n)],
+            "year": pa.array(rng.integers(1900, 2020, n), pa.int16()),
+            "overview": [f"The back cover of book {i}." for i in range(n)],
+            "genres": pa.array([rng.choice(cats, 2, replace=False).tolist() for _ in range(n)], pa.list_(pa.string())),
+            "authors": pa.array([[f"Author {rng.integers(0, 9)}"] for _ in range(n)], pa.list_(pa.string())),
+            "vote_average": pa.array(rng.uniform(2.5, 4.8, n), pa.float32()),
+        }
+    )
     users, desc = synthetic_users(6)
-    users = users.set_column(users.schema.get_field_index("liked"), "liked",
-                             pa.array([["fiction", "fantasy"]] * 6, pa.list_(pa.string())))
-    m = _write(folder, {"items.parquet": items, "users.parquet": users, "user_descriptions.parquet": desc},
-               domain="books")
+    users = users.set_column(
+        users.schema.get_field_index("liked"), "liked", pa.array([["fiction", "fantasy"]] * 6, pa.list_(pa.string()))
+    )
+    m = _write(
+        folder, {"items.parquet": items, "users.parquet": users, "user_descriptions.parquet": desc}, domain="books"
+    )
     return m
 
 
@@ -51,10 +55,17 @@ def test_books_prompt_order(tmp_path):
     pb = PromptBuilder("books", get_scale("1-5"), shots=2)
     q, answer = dataset_query(pb, ds, 0, 5, np.array([1, 2]), np.array([5.0, 2.0]), 1)
     name, title = ds.first_names[0], ds.titles[5]
-    order = [q.index(f"{name} is a"), q.index("has already read these books"), q.index(f'"{ds.titles[1]}" (5)'),
-             q.index(f'Now take the book "{title}"'), q.index("belongs to these categories"),
-             q.index("Written by: Author"), q.index("On average, readers rate"),
-             q.index(f'{name} reads "{title}" for the 2nd time'), q.index("on a scale of 1 to 5, where 1")]
+    order = [
+        q.index(f"{name} is a"),
+        q.index("has already read these books"),
+        q.index(f'"{ds.titles[1]}" (5)'),
+        q.index(f'Now take the book "{title}"'),
+        q.index("belongs to these categories"),
+        q.index("Written by: Author"),
+        q.index("On average, readers rate"),
+        q.index(f'{name} reads "{title}" for the 2nd time'),
+        q.index("on a scale of 1 to 5, where 1"),
+    ]
     assert order == sorted(order)
     assert answer.endswith("rating of ")
     shared = pb.shared_messages()

@@ -52,10 +52,14 @@ def test_changed_file_fails_checksum(tmp_path):
     ("mutate", "message"),
     [
         (lambda t: t.drop_columns(["title"]), r"items\.parquet: required field 'title'"),
-        (lambda t: t.set_column(t.schema.get_field_index("genres"), "genres", pa.array(["x"] * t.num_rows)),
-         r"field 'genres' has type string"),
-        (lambda t: t.set_column(0, "item_id", pa.array(np.arange(t.num_rows) + 1, pa.int32())),
-         r"field 'item_id' must be dense"),
+        (
+            lambda t: t.set_column(t.schema.get_field_index("genres"), "genres", pa.array(["x"] * t.num_rows)),
+            r"field 'genres' has type string",
+        ),
+        (
+            lambda t: t.set_column(0, "item_id", pa.array(np.arange(t.num_rows) + 1, pa.int32())),
+            r"field 'item_id' must be dense",
+        ),
     ],
 )
 def test_bad_items_name_file_and_field(tmp_path, mutate, message):

@@ -25,16 +25,19 @@ from suber_env_testdata import build_movies
 
 def test_check_env_passes(movies):
     check_env(SuberEnv(movies), skip_render_check=True)
-    check_env(SuberEnv(movies, retrieval="features", perturbation="gaussian", reward_mode="expected",
-                       item_vector=False), skip_render_check=True)
+    check_env(
+        SuberEnv(movies, retrieval="features", perturbation="gaussian", reward_mode="expected", item_vector=False),
+        skip_render_check=True,
+    )
 
 
 def test_registered_ids_make_env(movies_dir):
     env = gym.make("suber_env/Movies-v0", dataset=str(movies_dir))
     obs, info = env.reset(seed=0)
     assert env.observation_space.contains(obs)
-    venv = gym.make_vec("suber_env/Movies-v0", num_envs=3, vectorization_mode="vector_entry_point",
-                        dataset=str(movies_dir))
+    venv = gym.make_vec(
+        "suber_env/Movies-v0", num_envs=3, vectorization_mode="vector_entry_point", dataset=str(movies_dir)
+    )
     obs, _ = venv.reset(seed=0)
     assert obs["user_id"].shape == (3, 1)
 
@@ -171,15 +174,17 @@ def test_perturbation_and_shaping_rules():
     assert np.all(gs == np.round(gs)) and gs.std() == pytest.approx(0.55, abs=0.1)  # rounded N(0, 0.5)
     assert perturb(np.array([10.0]), "greedy", keys[:1], steps[:1], 1, 10)[0] <= 10
     # exp decay: first watch unchanged; immediate re-watch r * 0.1^2 floored then clipped at 1
-    rew, term = shape(np.array([8.0, 8.0, 8.0]), "exp_decay", np.array([1, 2, 2]), np.array([0, 1, 20]),
-                      keys[:3], steps[:3], 1, 10)
+    rew, term = shape(
+        np.array([8.0, 8.0, 8.0]), "exp_decay", np.array([1, 2, 2]), np.array([0, 1, 20]), keys[:3], steps[:3], 1, 10
+    )
     assert rew.tolist() == [8.0, 1.0, float(np.floor(8 * 0.1 ** (2 / 20)))] and not term.any()
-    rew, term = shape(np.array([8.0, 8.0]), "repeat_terminate", np.array([1, 2]), np.array([0, 3]),
-                      keys[:2], steps[:2], 1, 10)
+    rew, term = shape(
+        np.array([8.0, 8.0]), "repeat_terminate", np.array([1, 2]), np.array([0, 3]), keys[:2], steps[:2], 1, 10
+    )
     assert rew.tolist() == [8.0, 0.0] and term.tolist() == [False, True]
     n = np.full(20000, 2)
     rw, _ = shape(r, "random_watch", n, np.full(20000, 4), keys, steps, 1, 10)
-    assert np.mean(rw == 5.0) == pytest.approx(0.1 ** 0.5, abs=0.02) and set(np.unique(rw)) == {0.0, 5.0}
+    assert np.mean(rw == 5.0) == pytest.approx(0.1**0.5, abs=0.02) and set(np.unique(rw)) == {0.0, 5.0}
 
 
 def test_reward_modes():

@@ -20,9 +20,16 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def tiny_mistral_random_weights(vocab_size: int, dtype=None, device: str = "cpu"):
     from transformers import MistralConfig, MistralForCausalLM
 
-    cfg = MistralConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                        sliding_window=None)
+    cfg = MistralConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        sliding_window=None,
+    )
     torch.manual_seed(0)
     return MistralForCausalLM(cfg).to(device=device, dtype=dtype or torch.float32).eval()
 

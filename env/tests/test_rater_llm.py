@@ -37,8 +37,7 @@ def test_scale_tokens_and_prompt_shape(movies, smollm2):
     model, tok = smollm2
     rater = TransformersRater(movies, model, tok, scale="one-ten", shots=2)
     words = [tok.decode([t]).strip() for t in rater.token_ids.tolist()]
-    assert sorted(set(words)) == sorted(["one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
-                                         "ten"])
+    assert sorted(set(words)) == sorted(["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])
     digits = TransformersRater(movies, model, tok, scale="0-9", shots=2)
     assert [tok.decode([t]).strip() for t in digits.token_ids.tolist()][:10] == [str(i) for i in range(10)]
     req = mixed_requests(movies.n_items)
@@ -75,8 +74,15 @@ def test_two_token_label_10_on_the_1_10_scale(movies, smollm2):
 
     _, tok = smollm2
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+    )
     tiny_llama_random_weights = LlamaForCausalLM(cfg)
     rater = TransformersRater(movies, tiny_llama_random_weights, tok, scale="1-10", shots=2, max_batch=2)
     ids = {tok.decode([t]) for t in rater.token_ids.tolist()}

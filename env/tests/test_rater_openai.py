@@ -40,12 +40,18 @@ class _Handler(BaseHTTPRequestHandler):
             vocab = {f" {d}": lg[d] for d in range(0, 10, 2)} | {str(d): lg[d] for d in range(1, 10, 2)}
             vocab |= {" The": 7.0, " a": 1.5}  # " The" is always the most likely token
             z = np.log(sum(np.exp(v) for v in vocab.values()))
-            top = dict(sorted(((k, float(v - z)) for k, v in vocab.items()), key=lambda kv: -kv[1])[
-                : body["logprobs"]])
-            choices.append({"index": i, "text": max(top, key=top.get), "finish_reason": "length",
-                            "logprobs": {"tokens": [max(top, key=top.get)], "top_logprobs": [top]}})
-        data = json.dumps({"id": "cmpl-1", "object": "text_completion", "model": body["model"],
-                           "choices": choices}).encode()
+            top = dict(sorted(((k, float(v - z)) for k, v in vocab.items()), key=lambda kv: -kv[1])[: body["logprobs"]])
+            choices.append(
+                {
+                    "index": i,
+                    "text": max(top, key=top.get),
+                    "finish_reason": "length",
+                    "logprobs": {"tokens": [max(top, key=top.get)], "top_logprobs": [top]},
+                }
+            )
+        data = json.dumps(
+            {"id": "cmpl-1", "object": "text_completion", "model": body["model"], "choices": choices}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -68,8 +74,13 @@ def test_openai_backend_reads_logprobs_in_one_request_per_batch(movies, server, 
     url, calls = server
     monkeypatch.setenv("TEST_RATER_KEY", "sk-test")
     rater = OpenAIRater(movies, url, "served-model", scale="0-9", shots=1, api_key_env="TEST_RATER_KEY")
-    req = Requests(np.array([0, 1, 2]), np.array([4, 5, 6]), np.array([[1, 2], [3, -1], [-1, -1]]),
-                   np.array([[7.0, 3.0], [5.0, 0.0], [0.0, 0.0]]), np.array([0, 1, 0]))
+    req = Requests(
+        np.array([0, 1, 2]),
+        np.array([4, 5, 6]),
+        np.array([[1, 2], [3, -1], [-1, -1]]),
+        np.array([[7.0, 3.0], [5.0, 0.0], [0.0, 0.0]]),
+        np.array([0, 1, 0]),
+    )
     p = rater.distribution(req)
     assert len(calls) == 1 and len(calls[0]["body"]["prompt"]) == 3  # the whole batch in one request
     assert calls[0]["body"]["max_tokens"] == 1 and calls[0]["auth"] == "Bearer sk-test"
@@ -94,8 +105,9 @@ def test_openai_backend_in_vector_env_and_missing_labels(movies, server):
     narrow = OpenAIRater(movies, url, "served-model", scale="0-9", shots=0, top_logprobs=1)
     with pytest.raises(RuntimeError, match="top 1 log-probabilities"):
         # with only the single best token returned, no label is among the log-probabilities
-        narrow.distribution(Requests(np.arange(12) % 12, np.arange(12), np.full((12, 0), -1), np.zeros((12, 0)),
-                                     np.zeros(12, int)))
+        narrow.distribution(
+            Requests(np.arange(12) % 12, np.arange(12), np.full((12, 0), -1), np.zeros((12, 0)), np.zeros(12, int))
+        )
 
 
 def test_oracle_rater_follows_preferences(movies):
@@ -109,6 +121,6 @@ def test_oracle_rater_follows_preferences(movies):
     items = np.concatenate([like_items, dis_items])
     req = Requests(np.zeros(n, int), items, np.full((n, 0), -1), np.zeros((n, 0)), np.zeros(n, int))
     ev = o.distribution(req) @ np.arange(1, 11)
-    assert ev[: len(like_items)].mean() > ev[len(like_items):].mean() + 1
+    assert ev[: len(like_items)].mean() > ev[len(like_items) :].mean() + 1
     seen = Requests(np.zeros(1, int), items[:1], np.full((1, 0), -1), np.zeros((1, 0)), np.array([3]))
     assert o.distribution(seen) @ np.arange(1, 11) < ev[0]  # repeated watches rate lower
