@@ -210,3 +210,27 @@ def mixed_requests(n_items: int):
     hist = np.array([[3, 5, 9], [2, -1, -1], [-1, -1, -1], [7, 1, -1]])
     ratings = np.where(hist >= 0, np.array([[8.0, 2.0, 6.0]]), 0.0)
     return Requests(np.array([0, 1, 0, 3]), np.array([10, 11, 12, 13]) % n_items, hist, ratings, np.array([0, 1, 0, 2]))
+
+
+def tiny_random_lm(arch: str, vocab_size: int, dtype=None, device: str = "cpu"):
+    """A 2-layer causal LM of ``arch`` ("llama" or "mistral") with random weights (seed 0), for fast rater
+    tests with a real tokenizer: grouped key-value heads (4 query, 2 key-value), float32 unless told."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
+
+    config_class, model_class, extra = {
+        "llama": (LlamaConfig, LlamaForCausalLM, {}),
+        "mistral": (MistralConfig, MistralForCausalLM, {"sliding_window": None}),
+    }[arch]
+    cfg = config_class(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        **extra,
+    )
+    torch.manual_seed(0)
+    return model_class(cfg).to(device=device, dtype=dtype or torch.float32).eval()

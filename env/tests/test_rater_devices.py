@@ -10,34 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from suber_env import TransformersRater
-from suber_env_testdata import mixed_requests
+from suber_env_testdata import mixed_requests, tiny_random_lm
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def tiny_mistral_random_weights(vocab_size: int, dtype=None, device: str = "cpu"):
-    from transformers import MistralConfig, MistralForCausalLM
-
-    cfg = MistralConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        sliding_window=None,
-    )
-    torch.manual_seed(0)
-    return MistralForCausalLM(cfg).to(device=device, dtype=dtype or torch.float32).eval()
-
-
 @pytest.mark.parametrize("share_persona", [True, False])
 def test_mistral_architecture_batched_equals_one_at_a_time(movies, smollm2_tokenizer, share_persona):
     tok = smollm2_tokenizer
-    model = tiny_mistral_random_weights(len(tok))
+    model = tiny_random_lm("mistral", len(tok))
     rater = TransformersRater(movies, model, tok, scale="0-9", shots=2, max_batch=3, share_persona=share_persona)
     req = mixed_requests(movies.n_items)
     single = rater.distribution_one_by_one(req)
@@ -65,7 +48,7 @@ def test_smollm2_on_cuda_agrees_with_cpu(movies, smollm2):
 @needs_cuda
 def test_bfloat16_mistral_on_cuda_batched_close_to_one_at_a_time(movies, smollm2_tokenizer):
     tok = smollm2_tokenizer
-    model = tiny_mistral_random_weights(len(tok), dtype=torch.bfloat16, device="cuda")
+    model = tiny_random_lm("mistral", len(tok), dtype=torch.bfloat16, device="cuda")
     rater = TransformersRater(movies, model, tok, scale="0-9", shots=2, max_batch=4)
     req = mixed_requests(movies.n_items)
     # bfloat16 rounds differently with padding and caches: close, not equal

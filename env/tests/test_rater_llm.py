@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from suber_env import SuberVectorEnv, TransformersRater
-from suber_env_testdata import mixed_requests
+from suber_env_testdata import mixed_requests, tiny_random_lm
 
 pytestmark = pytest.mark.slow
 
@@ -70,20 +70,9 @@ def test_two_token_label_10_on_the_1_10_scale(movies, smollm2):
     read with one extra token step on the cache. A tiny Llama with random weights (named so) and the real
     SmolLM2 tokenizer keeps this test fast; batched (persona and prefix paths) == one request at a time."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     _, tok = smollm2
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-    )
-    tiny_llama_random_weights = LlamaForCausalLM(cfg)
+    tiny_llama_random_weights = tiny_random_lm("llama", len(tok))
     rater = TransformersRater(movies, tiny_llama_random_weights, tok, scale="1-10", shots=2, max_batch=2)
     ids = {tok.decode([t]) for t in rater.token_ids.tolist()}
     assert ids == {str(i) for i in range(1, 10)}

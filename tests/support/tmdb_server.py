@@ -382,15 +382,20 @@ class _TMDBHandler(BaseHTTPRequestHandler):
         api = self.api
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
-        now = time.monotonic()
-        self._entry: dict[str, Any] = {"t": now, "path": parts.path, "id": None, "status": None, "query": parts.query}
+        self._entry: dict[str, Any] = {
+            "t": time.monotonic(),
+            "path": parts.path,
+            "id": None,
+            "status": None,
+            "query": parts.query,
+        }
         api._enter(self._entry)
         try:
-            self._answer(api, parts.path, query, self._entry, now)
+            self._answer(api, parts.path, query)
         finally:
             api._leave()
 
-    def _answer(self, api: TMDBServer, path: str, query: dict[str, list[str]], entry: dict, now: float) -> None:
+    def _answer(self, api: TMDBServer, path: str, query: dict[str, list[str]]) -> None:
         prefix = api.base_path + "/movie/"
         tmdb_id: int | None = None
         if path.startswith(prefix):
@@ -398,7 +403,7 @@ class _TMDBHandler(BaseHTTPRequestHandler):
             if rest.isdigit():
                 tmdb_id = int(rest)
         if tmdb_id is not None:
-            entry["id"] = tmdb_id
+            self._entry["id"] = tmdb_id
             with api._lock:
                 api.requests_by_id[tmdb_id] += 1
         api.sleep(api.latency)
@@ -406,7 +411,7 @@ class _TMDBHandler(BaseHTTPRequestHandler):
         if not api._authorized(query, self.headers.get("Authorization")):
             self._send(401, render(ERR_UNAUTHORIZED))
             return
-        if api._over_rate_limit(now):
+        if api._over_rate_limit(self._entry["t"]):
             self._send(429, render(ERR_RATE_LIMIT), {"Retry-After": "1"})
             return
         if tmdb_id is None:
