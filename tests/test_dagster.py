@@ -13,9 +13,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from pipelines.definitions import ASSETS, CHECKS, default_resources, defs
-from pipelines.resources import StorageResource, TMDBResource
+from suber_data.cli.main import app
+from suber_data.pipelines.definitions import ASSETS, CHECKS, default_resources, defs
+from suber_data.pipelines.resources import StorageResource, TMDBResource
 from suber_data.artifacts import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]

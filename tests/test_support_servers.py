@@ -164,7 +164,7 @@ def test_file_server_range_faults_and_counters(tmp_path: Path) -> None:
         assert fs.requests == len(fs.log) and fs.requests_by_path["blob.zip"] >= 10
 
 
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "assets" / "sample_release"
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "suber_data" / "assets" / "sample_release"
 
 
 def test_sample_release_files_are_the_servers_answers() -> None:

@@ -8,8 +8,8 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.descriptions import assets, checks
-from pipelines.resources import LLMResource, StorageResource
+from suber_data.pipelines.descriptions import assets, checks
+from suber_data.pipelines.resources import LLMResource, StorageResource
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
 from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.store import ChunkStore

@@ -2,8 +2,8 @@
 
 import dagster as dg
 
-from pipelines.embeddings import assets, checks, item_embeddings, user_embeddings
-from pipelines.resources import EmbedderResource, StorageResource
+from suber_data.pipelines.embeddings import assets, checks, item_embeddings, user_embeddings
+from suber_data.pipelines.resources import EmbedderResource, StorageResource
 
 from .helpers import needs_shared, needs_st, write_descriptions, write_items
 

@@ -7,7 +7,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from suber_data.cli.main import app
 from tests.support.file_server import FileServer
 from tests.support.tmdb_server import TMDBServer, records_available
 

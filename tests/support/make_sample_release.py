@@ -34,7 +34,7 @@ if str(REPO_ROOT) not in sys.path:
 from tests.support.tmdb_server import RECORD_FILES, SHARED_MOVIES, load_records, movie_payload, render  # noqa: E402
 
 SHARED_ZIP = REPO_ROOT.parent / "shared" / "data" / "movielens" / "ml-latest-small.zip"
-OUT_DIR = REPO_ROOT / "assets" / "sample_release"
+OUT_DIR = REPO_ROOT / "suber_data" / "assets" / "sample_release"
 ZIP_NAME = "ml-sample.zip"
 TOP = "ml-sample/"
 ZIP_DATE = (2018, 9, 26, 0, 0, 0)  # ml-latest-small's release date; fixed so the zip is byte-stable

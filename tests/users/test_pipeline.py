@@ -5,8 +5,8 @@ from __future__ import annotations
 import dagster as dg
 import pyarrow.parquet as pq
 
-from pipelines import users as users_pipeline
-from pipelines.resources import StorageResource, UsersResource
+from suber_data.pipelines import users as users_pipeline
+from suber_data.pipelines.resources import StorageResource, UsersResource
 
 
 def test_materialize_users_with_checks(tmp_path):

@@ -6,11 +6,11 @@ import importlib
 
 import dagster as dg
 
-from pipelines import movies
-from pipelines.catalog import catalog_asset
-from pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
+from suber_data.pipelines import movies
+from suber_data.pipelines.catalog import catalog_asset
+from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
 
-STEP_MODULES = ["pipelines.users", "pipelines.descriptions", "pipelines.embeddings"]
+STEP_MODULES = ["suber_data.pipelines.users", "suber_data.pipelines.descriptions", "suber_data.pipelines.embeddings"]
 
 
 def _step_modules() -> list:

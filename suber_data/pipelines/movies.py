@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from pipelines.resources import StorageResource, TMDBResource
+from suber_data.pipelines.resources import StorageResource, TMDBResource
 from suber_data import duck
 from suber_data.artifacts.io import schema_problems
 from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.resources import EmbedderResource, StorageResource
+from suber_data.pipelines.resources import EmbedderResource, StorageResource
 from suber_data.embeddings.build import (
     ITEM_EMBEDDINGS,
     USER_EMBEDDINGS,

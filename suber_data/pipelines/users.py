@@ -5,7 +5,7 @@ import functools
 import dagster as dg
 import pyarrow.parquet as pq
 
-from pipelines.resources import StorageResource, UsersResource
+from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
 from suber_data.users.checks import CheckResult
 from suber_data.users.plots import png_markdown

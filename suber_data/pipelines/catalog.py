@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from pipelines.resources import StorageResource
+from suber_data.pipelines.resources import StorageResource
 from suber_data.movies import corpus
 
 

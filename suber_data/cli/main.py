@@ -81,7 +81,7 @@ def build_movies(
     ] = None,
 ) -> None:
     """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
-    from cli.run import BuildOptions, run_build
+    from suber_data.cli.run import BuildOptions, run_build
 
     options = BuildOptions(
         domain="movies",

@@ -1,0 +1,20 @@
+"""The ``suber-env`` command: one typer app; each feature module registers its own subcommands here."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="suber-env",
+    help="Evaluate raters and train recommenders on suber-data dataset folders.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
