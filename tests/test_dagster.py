@@ -13,10 +13,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from suber_data.artifacts import sha256_file
 from suber_data.cli.main import app
 from suber_data.pipelines.definitions import ASSETS, CHECKS, default_resources, defs
 from suber_data.pipelines.resources import StorageResource, TMDBResource
-from suber_data.artifacts import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,10 +8,10 @@ import dagster as dg
 from rich.console import Console
 from rich.table import Table
 
-from suber_data.pipelines import definitions
-from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
 from suber_data.errors import SuberDataError
 from suber_data.movies.tmdb import DEFAULT_BASE_URL
+from suber_data.pipelines import definitions
+from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
 
 # What each --only value stops after; the catalog always follows.
 ONLY_TARGETS = {

@@ -2,8 +2,8 @@
 
 import dagster as dg
 
-from suber_data.pipelines.resources import StorageResource
 from suber_data.movies import corpus
+from suber_data.pipelines.resources import StorageResource
 
 
 def catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:

@@ -8,11 +8,11 @@ that was stopped resumes where it was, and a rerun with nothing changed generate
 import dagster as dg
 import pyarrow.parquet as pq
 
-from suber_data.pipelines.resources import LLMResource, StorageResource
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_descriptions
 from suber_data.descriptions.checks import check_row, near_duplicates
 from suber_data.descriptions.generate import USERS
+from suber_data.pipelines.resources import LLMResource, StorageResource
 
 
 def run_descriptions(

@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from suber_data.pipelines.resources import EmbedderResource, StorageResource
 from suber_data.embeddings.build import (
     ITEM_EMBEDDINGS,
     USER_EMBEDDINGS,
@@ -21,6 +20,7 @@ from suber_data.embeddings.build import (
 )
 from suber_data.embeddings.cache import arrow_to_vectors
 from suber_data.embeddings.models import Embedder
+from suber_data.pipelines.resources import EmbedderResource, StorageResource
 
 UNIT_NORM_TOLERANCE = 1e-3
 

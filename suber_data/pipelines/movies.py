@@ -2,12 +2,12 @@
 
 import dagster as dg
 
-from suber_data.pipelines.resources import StorageResource, TMDBResource
 from suber_data import duck
 from suber_data.artifacts.io import schema_problems
 from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS
 from suber_data.movies import corpus
 from suber_data.movies.tmdb import TMDBClient
+from suber_data.pipelines.resources import StorageResource, TMDBResource
 
 GROUP = "movies"
 

@@ -8,12 +8,12 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from suber_data.pipelines.descriptions import assets, checks
-from suber_data.pipelines.resources import LLMResource, StorageResource
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
 from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.store import ChunkStore
 from suber_data.errors import InputError
+from suber_data.pipelines.descriptions import assets, checks
+from suber_data.pipelines.resources import LLMResource, StorageResource
 from tests.descriptions.helpers import users_table, write_users
 
 
