@@ -98,3 +98,29 @@ TABLES: dict[str, pa.Schema] = {
     "users.parquet": USERS,
     "user_descriptions.parquet": USER_DESCRIPTIONS,
 }
+
+# -- books (Kaggle "Amazon Books Reviews"; suber_data/books) --------------------------------------------
+BOOK_ITEMS = pa.schema(
+    [
+        pa.field("item_id", pa.int32(), nullable=False),  # dense 0..n-1, the env's action index
+        pa.field("book_id", pa.int32(), nullable=False),  # row index in books_data.csv (SUBER's book_id)
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("description", pa.string()),
+        pa.field("authors", pa.list_(pa.string())),
+        pa.field("publisher", pa.string()),
+        pa.field("published_year", pa.string()),  # text before the first "-" of publishedDate, as SUBER
+        pa.field("categories", pa.list_(pa.string())),  # split on "&" and ", " as SUBER
+        pa.field("vote_average", pa.float32()),
+        pa.field("vote_count", pa.int32()),
+    ]
+)
+
+# Kaggle user ids are strings ("AVCGYZL8FQQTD"), so book ratings differ from RATINGS in user_id's type.
+BOOK_RATINGS = pa.schema(
+    [
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("item_id", pa.int32(), nullable=False),
+        pa.field("rating", pa.float32(), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),  # review/time; absent in some rows
+    ]
+)

@@ -1,0 +1,114 @@
+"""Kaggle "Amazon Books Reviews" (books_data.csv, Books_rating.csv) read with DuckDB.
+
+Both files are CSV with quoted multi-line fields; list columns hold Python literals such as
+``['Body, Mind & Spirit']``. Everything is read as text and typed here, so a bad value gets an error that
+names the file and the field instead of a DuckDB sniffer message.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import duckdb
+
+from suber_data.errors import InputError
+
+BOOK_COLUMNS = (
+    "Title",
+    "description",
+    "authors",
+    "image",
+    "previewLink",
+    "publisher",
+    "publishedDate",
+    "infoLink",
+    "categories",
+    "ratingsCount",
+)
+RATING_COLUMNS = (
+    "Id",
+    "Title",
+    "Price",
+    "User_id",
+    "profileName",
+    "review/helpfulness",
+    "review/score",
+    "review/time",
+    "review/summary",
+    "review/text",
+)
+# Only these columns of Books_rating.csv are kept; the review texts are skipped while scanning.
+RATING_USED = ("Id", "Title", "User_id", "review/score", "review/time")
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> str:
+    # No sniffing (it gives up on long multi-line reviews): the header is checked first, then every
+    # column is read as text and typed in SQL, so a bad value is reported by field, not by the sniffer.
+    spec = "{" + ", ".join(f"'{c}': 'VARCHAR'" for c in columns) + "}"
+    return (
+        f"read_csv('{_sql_path(path)}', auto_detect=false, header=true, delim=',', quote='\"', escape='\"', "
+        f"columns={spec}, parallel=false)"
+    )
+
+
+def _sql_path(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _check_columns(path: Path, expected: tuple[str, ...], fix: str) -> None:
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            found = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the header ({exc}); {fix}") from None
+    if list(found) != list(expected):
+        missing = [c for c in expected if c not in found]
+        what = f"missing column {missing[0]!r}" if missing else "columns in another order"
+        raise InputError(f"{path}: {what} (header has {', '.join(found) or 'nothing'}); {fix}")
+
+
+def python_list(column: str) -> str:
+    """SQL turning a Python list literal (``['a', "b's"]``) into a DuckDB list of strings; NULL stays NULL."""
+    return f"""list_transform(regexp_extract_all({column}, '''[^'']*''|"[^"]*"'), lambda s: s[2:-2])"""
+
+
+def load_books(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_books") -> int:
+    """Create ``table`` from books_data.csv with ``book_id`` = the record's 0-based position; return rows."""
+    path = Path(path)
+    _check_columns(path, BOOK_COLUMNS, "use books_data.csv from the Kaggle 'Amazon Books Reviews' dataset")
+    # A single-threaded insert keeps rowid in file order: rowid is SUBER's book_id (the pandas index).
+    con.execute("SET preserve_insertion_order = true")
+    con.execute(
+        f"""CREATE TABLE {table} AS SELECT Title, description, authors, publisher, publishedDate, categories
+            FROM {_read_csv(path, BOOK_COLUMNS)}"""
+    )
+    con.execute(f"ALTER TABLE {table} ADD COLUMN book_id INTEGER")
+    con.execute(f"UPDATE {table} SET book_id = rowid")
+    return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+
+
+def load_ratings(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_ratings") -> int:
+    """Create ``table`` (Id, Title, User_id, score, time) from Books_rating.csv; return rows.
+
+    A score outside 1..5 (or not a number) fails with the file, the CSV line and the field.
+    """
+    path = Path(path)
+    _check_columns(path, RATING_COLUMNS, "use Books_rating.csv from the Kaggle 'Amazon Books Reviews' dataset")
+    con.execute(
+        f"""CREATE TABLE {table} AS SELECT "Id" AS id, Title AS title, User_id AS user_id,
+                TRY_CAST("review/score" AS DOUBLE) AS score, "review/score" AS score_text,
+                TRY_CAST("review/time" AS BIGINT) AS time, row_number() OVER () AS record
+            FROM {_read_csv(path, RATING_COLUMNS)}"""
+    )
+    bad = con.execute(
+        f"""SELECT record, score_text FROM {table}
+            WHERE score_text IS NOT NULL AND (score IS NULL OR score < 1 OR score > 5) ORDER BY record LIMIT 1"""
+    ).fetchall()
+    if bad:
+        bad = bad[0]
+        raise InputError(
+            f"{path}: record {bad[0]} field 'review/score' = {bad[1]!r} is not a rating in 1..5; "
+            "fix or drop that record"
+        )
+    return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
