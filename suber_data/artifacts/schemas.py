@@ -105,11 +105,11 @@ BOOK_ITEMS = pa.schema(
         pa.field("item_id", pa.int32(), nullable=False),  # dense 0..n-1, the env's action index
         pa.field("book_id", pa.int32(), nullable=False),  # row index in books_data.csv (SUBER's book_id)
         pa.field("title", pa.string(), nullable=False),
-        pa.field("description", pa.string()),
+        pa.field("overview", pa.string()),  # the Kaggle description (named as the env reads it)
         pa.field("authors", pa.list_(pa.string())),
         pa.field("publisher", pa.string()),
-        pa.field("published_year", pa.string()),  # text before the first "-" of publishedDate, as SUBER
-        pa.field("categories", pa.list_(pa.string())),  # split on "&" and ", " as SUBER
+        pa.field("year", pa.int16()),  # SUBER's published_year: publishedDate before the first "-"
+        pa.field("genres", pa.list_(pa.string())),  # SUBER's categories, split on "&" and ", "
         pa.field("vote_average", pa.float32()),
         pa.field("vote_count", pa.int32()),
     ]

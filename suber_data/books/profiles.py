@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +70,10 @@ def suber_tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: P
     )
     con.execute(
         f"""CREATE TABLE book_items AS
-            SELECT (row_number() OVER (ORDER BY b.book_id) - 1)::INTEGER AS item_id, b.book_id, b.title, b.description,
+            SELECT (row_number() OVER (ORDER BY b.book_id) - 1)::INTEGER AS item_id, b.book_id, b.title,
+                   b.description AS overview,
                    {python_list("b.authors")} AS authors, b.publisher,
-                   split_part(b.publishedDate, '-', 1) AS published_year, b.categories,
+                   TRY_CAST(split_part(b.publishedDate, '-', 1) AS SMALLINT) AS year, b.categories AS genres,
                    j.mean::FLOAT AS vote_average, j.n::INTEGER AS vote_count
             FROM books2 b
             JOIN (SELECT DISTINCT book_id, n, mean FROM joined WHERE n >= {MIN_RATINGS}) j USING (book_id)"""
@@ -109,14 +111,17 @@ def build_book_tables(books_csv: Path, ratings_csv: Path, out_dir: Path, profile
     out_dir = Path(out_dir)
     spill = out_dir / ".duckdb_spill"
     out_dir.mkdir(parents=True, exist_ok=True)
-    with duckdb.connect(config={"temp_directory": str(spill)}) as con:
-        counts = PROFILES[profile](con, Path(books_csv), Path(ratings_csv))
-        write_parquet(
-            con.sql("SELECT * FROM book_items ORDER BY item_id").to_arrow_table(), out_dir / "items.parquet", BOOK_ITEMS
-        )
-        write_parquet(con.sql("SELECT * FROM book_ratings").to_arrow_table(), out_dir / "ratings.parquet", BOOK_RATINGS)
-    if spill.exists():
-        for f in spill.iterdir():
-            f.unlink()
-        spill.rmdir()
+    try:
+        with duckdb.connect(config={"temp_directory": str(spill)}) as con:
+            counts = PROFILES[profile](con, Path(books_csv), Path(ratings_csv))
+            write_parquet(
+                con.sql("SELECT * FROM book_items ORDER BY item_id").to_arrow_table(),
+                out_dir / "items.parquet",
+                BOOK_ITEMS,
+            )
+            write_parquet(
+                con.sql("SELECT * FROM book_ratings").to_arrow_table(), out_dir / "ratings.parquet", BOOK_RATINGS
+            )
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
     return {"profile": profile, **counts}
