@@ -68,3 +68,10 @@ FILES = {
     "user_descriptions.parquet": USER_DESCRIPTION_COLUMNS,
     "ratings.parquet": RATING_COLUMNS,
 }
+
+# ratings.parquet (books): Kaggle user ids are strings, so user_id differs from the movies' RATING_COLUMNS.
+BOOK_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "user_id": (pa.string(), True),
+    "item_id": (pa.int32(), True),
+    "rating": (pa.float32(), True),
+}
