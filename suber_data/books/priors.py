@@ -1,0 +1,31 @@
+"""Category priors for book users, counted from the built corpus (SUBER section 1.5 / 4.1 step 7).
+
+SUBER's ``categories.csv`` lists the categories of the final books occurring in more than 100 of them, weighted
+by that count. The same count on our items.parquet gives a prior that matches the corpus actually built; a
+corpus too small to have any such category falls back to the packaged prior (SUBER's own 65 rows).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from suber_data import duck
+from suber_data.users.lists import Prior, book_category_prior
+
+MIN_BOOKS = 100  # SUBER: a category enters the prior when MORE than this many books carry it
+
+
+def category_prior(items_parquet: Path, min_books: int = MIN_BOOKS) -> Prior:
+    """Book categories of ``items_parquet`` weighted by their number of books; the packaged prior if none qualify."""
+    path = str(Path(items_parquet)).replace("'", "''")
+    rows = duck.rows(
+        f"""SELECT genre, count(*) AS n FROM (SELECT unnest(genres) AS genre FROM read_parquet('{path}'))
+            GROUP BY genre HAVING count(*) > ? ORDER BY n DESC, genre""",
+        [min_books],
+    )
+    if not rows:
+        return book_category_prior()
+    names = np.array([r[0] for r in rows], dtype=object)
+    return Prior(names, np.array([float(r[1]) for r in rows]), "weight", f"{items_parquet} (books per category)")
