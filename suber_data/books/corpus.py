@@ -1,0 +1,85 @@
+"""The book corpus, step by step: Kaggle release -> items and ratings (one DuckDB pass) -> catalog.
+
+Same shape as suber_data/movies/corpus.py: each step takes the release's files (a StepResult) and the
+dataset folder, returns a StepResult, and records itself in the manifest; a step whose fingerprint matches
+what was built does no work. The catalog step is the movies' one (it is domain-free).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from suber_data import settings
+from suber_data.artifacts import fingerprint, read_manifest, record_step, sha256_file, step_is_current, write_json
+from suber_data.artifacts.schemas import SCHEMA_VERSION
+from suber_data.books.profiles import build_book_tables
+from suber_data.errors import InputError
+from suber_data.movies.corpus import StepResult, _done, build_dataset_catalog
+from suber_data.sources import Release, extract_zip, fetch, get_release, register
+
+BOOKS_FILE = "books_data.csv"
+RATINGS_FILE = "Books_rating.csv"
+
+SAMPLE = register(
+    Release(
+        "books-sample",
+        "asset:books_sample_release/amazon-books-sample.zip",
+        "kaggle-books",
+        sha256="8e5cba1b103ca0dc2582f3eec4ba3a052fbe67a9eeba0a00fe51c4d0050336b5",
+        size=251259,
+        description="Packaged offline sample: real Kaggle Amazon Books Reviews rows: books_data.csv, Books_rating.csv",
+    )
+)
+
+__all__ = ["SAMPLE", "build_dataset_catalog", "build_items_and_ratings", "build_kaggle"]
+
+
+# -- 1. the Kaggle release ------------------------------------------------------------------------------
+def build_kaggle(release_name: str, *, progress: bool | None = None) -> StepResult:
+    """Fetch, verify and extract a books release; the result's path holds books_data.csv and Books_rating.csv."""
+    release = get_release(release_name)
+    fp = fingerprint("kaggle-books", SCHEMA_VERSION, release.url, release.sha256 or release.md5)
+    work = settings.cache_dir() / "work" / "kaggle-books" / fp
+    if (done := _done(work)) is not None:
+        return StepResult("kaggle-books", fp, True, done["counts"], work)
+    archive = fetch(release, progress=progress)
+    extract_zip(archive, work)
+    missing = [name for name in (BOOKS_FILE, RATINGS_FILE) if not (work / name).exists()]
+    if missing:
+        raise InputError(f"{archive}: no {missing[0]} inside; a books release holds {BOOKS_FILE} and {RATINGS_FILE}")
+    counts = {name: (work / name).stat().st_size for name in (BOOKS_FILE, RATINGS_FILE)}
+    source = {release.filename: {**release.describe(), "size": archive.stat().st_size, "sha256": sha256_file(archive)}}
+    write_json(work / "done.json", {"counts": counts, "source": source, "release": release.name})
+    return StepResult("kaggle-books", fp, False, counts, work)
+
+
+# -- 2. items and ratings -------------------------------------------------------------------------------
+def build_items_and_ratings(
+    dataset_dir: Path, release_name: str, kaggle: StepResult, *, profile: str = "suber"
+) -> StepResult:
+    """items.parquet and ratings.parquet of profile (see books/profiles.py), recorded as steps items, ratings."""
+    dataset_dir = Path(dataset_dir)
+    fp = fingerprint("book-items", SCHEMA_VERSION, kaggle.fingerprint, profile)
+    if step_is_current(dataset_dir, "items", fp) and step_is_current(dataset_dir, "ratings", fp):
+        return StepResult("items", fp, True, read_manifest(dataset_dir)["steps"]["items"]["counts"], dataset_dir)
+    counts = build_book_tables(kaggle.path / BOOKS_FILE, kaggle.path / RATINGS_FILE, dataset_dir, profile)
+    if counts["items"] == 0:
+        raise InputError(
+            f"release '{release_name}': no book is left after the {profile!r} filtering ({counts}); "
+            "check that books_data.csv and Books_rating.csv come from the same Kaggle dataset"
+        )
+    sources = (_done(kaggle.path) or {}).get("source", {})
+    record_step(
+        dataset_dir,
+        "items",
+        fingerprint=fp,
+        settings={"release": release_name, "profile": profile},
+        tables=["items.parquet"],
+        sources=sources,
+        counts=counts,
+        header={"domain": "books", "release": release_name},
+    )
+    record_step(
+        dataset_dir, "ratings", fingerprint=fp, tables=["ratings.parquet"], counts={"ratings": counts["ratings"]}
+    )
+    return StepResult("items", fp, False, counts, dataset_dir)
