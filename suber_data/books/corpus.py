@@ -16,6 +16,7 @@ from suber_data.books.profiles import build_book_tables
 from suber_data.errors import InputError
 from suber_data.movies.corpus import StepResult, _done, build_dataset_catalog
 from suber_data.sources import Release, extract_zip, fetch, get_release, register
+from suber_data.sources.kaggle import fetch_kaggle
 
 BOOKS_FILE = "books_data.csv"
 RATINGS_FILE = "Books_rating.csv"
@@ -42,7 +43,9 @@ def build_kaggle(release_name: str, *, progress: bool | None = None) -> StepResu
     work = settings.cache_dir() / "work" / "kaggle-books" / fp
     if (done := _done(work)) is not None:
         return StepResult("kaggle-books", fp, True, done["counts"], work)
-    archive = fetch(release, progress=progress)
+    archive = (
+        fetch_kaggle(release, progress=progress) if release.meta.get("kaggle") else fetch(release, progress=progress)
+    )
     extract_zip(archive, work)
     missing = [name for name in (BOOKS_FILE, RATINGS_FILE) if not (work / name).exists()]
     if missing:
