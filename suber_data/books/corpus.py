@@ -58,7 +58,7 @@ def build_kaggle(release_name: str, *, progress: bool | None = None) -> StepResu
 
 # -- 2. items and ratings -------------------------------------------------------------------------------
 def build_items_and_ratings(
-    dataset_dir: Path, release_name: str, kaggle: StepResult, *, profile: str = "suber"
+    dataset_dir: Path, release_name: str, kaggle: StepResult, *, profile: str = "default"
 ) -> StepResult:
     """items.parquet and ratings.parquet of profile (see books/profiles.py), recorded as steps items, ratings."""
     dataset_dir = Path(dataset_dir)

@@ -39,13 +39,34 @@ def _split_categories(column: str) -> str:
 
 def suber_tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path) -> dict[str, Any]:
     """Create tables ``book_items`` and ``book_ratings`` (BOOK_ITEMS / BOOK_RATINGS columns) in ``con``."""
+    return _tables(con, books_csv, ratings_csv, project=False)
+
+
+def default_tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path) -> dict[str, Any]:
+    """SUBER's filter with three fixes: one book per title (the first record), one review per user and title
+    (the latest), descriptions without HTML tags and with whitespace collapsed."""
+    return _tables(con, books_csv, ratings_csv, project=True)
+
+
+def _tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path, *, project: bool) -> dict[str, Any]:
+    description = (
+        r"regexp_replace(regexp_replace(description, '<[^>]*>', ' ', 'g'), '\s+', ' ', 'g')"
+        if project
+        else "description"
+    )
+    one_per_title = "QUALIFY row_number() OVER (PARTITION BY title ORDER BY book_id) = 1" if project else ""
+    latest_review = (
+        "QUALIFY row_number() OVER (PARTITION BY r.user_id, b.book_id ORDER BY r.time DESC NULLS LAST, r.id) = 1"
+        if project
+        else ""
+    )
     raw_books = load_books(con, books_csv)
     raw_ratings = load_ratings(con, ratings_csv)
     con.execute(
         f"""CREATE TEMP TABLE books1 AS
             SELECT book_id, Title AS title, description, authors, publisher, publishedDate,
                    {_split_categories("categories")} AS categories
-            FROM (SELECT book_id, Title, {_blank_is_null("description")} AS description, authors, publisher,
+            FROM (SELECT book_id, Title, {_blank_is_null(description)} AS description, authors, publisher,
                          {_blank_is_null("publishedDate")} AS publishedDate,
                          {_blank_is_null("categories")} AS categories
                   FROM raw_books)
@@ -58,15 +79,16 @@ def suber_tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: P
             GROUP BY c HAVING count(*) > {FREQUENT_CATEGORY_MIN}"""
     )
     con.execute(
-        """CREATE TEMP TABLE books2 AS SELECT * FROM books1 b
-           WHERE EXISTS (SELECT 1 FROM frequent f WHERE list_contains(b.categories, f.category))"""
+        f"""CREATE TEMP TABLE books2 AS SELECT * FROM books1 b
+           WHERE EXISTS (SELECT 1 FROM frequent f WHERE list_contains(b.categories, f.category))
+           {one_per_title}"""
     )
     con.execute(
-        """CREATE TEMP TABLE joined AS
-           SELECT r.user_id, r.score, r.time, b.book_id, b.title,
-                  count(*) OVER (PARTITION BY b.title) AS n, avg(r.score) OVER (PARTITION BY b.title) AS mean
-           FROM raw_ratings r JOIN books2 b ON r.title = b.title
-           WHERE r.user_id IS NOT NULL AND r.score IS NOT NULL"""
+        f"""CREATE TEMP TABLE joined AS
+           SELECT *, count(*) OVER (PARTITION BY title) AS n, avg(score) OVER (PARTITION BY title) AS mean FROM (
+               SELECT r.user_id, r.score, r.time, b.book_id, b.title
+               FROM raw_ratings r JOIN books2 b ON r.title = b.title
+               WHERE r.user_id IS NOT NULL AND r.score IS NOT NULL {latest_review})"""
     )
     con.execute(
         f"""CREATE TABLE book_items AS
@@ -98,10 +120,10 @@ def suber_tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: P
     }
 
 
-PROFILES = {"suber": suber_tables}
+PROFILES = {"suber": suber_tables, "default": default_tables}
 
 
-def build_book_tables(books_csv: Path, ratings_csv: Path, out_dir: Path, profile: str = "suber") -> dict[str, Any]:
+def build_book_tables(books_csv: Path, ratings_csv: Path, out_dir: Path, profile: str = "default") -> dict[str, Any]:
     """Write ``items.parquet`` and ``ratings.parquet`` for books into ``out_dir``; return the counts.
 
     DuckDB spills to a temporary folder inside ``out_dir`` (removed after), so memory stays bounded.

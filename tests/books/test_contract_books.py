@@ -28,7 +28,7 @@ def test_env_copy_agrees_with_contract(copy, contract: pa.Schema):
 
 def test_built_tables_have_the_contract_schema(tmp_path):
     books, ratings = constructed(tmp_path)
-    build_book_tables(books, ratings, tmp_path / "out")
+    build_book_tables(books, ratings, tmp_path / "out", "suber")
     for name, contract, copy in [
         ("items.parquet", schemas.BOOK_ITEMS, _schema.BOOK_ITEM_COLUMNS),
         ("ratings.parquet", schemas.BOOK_RATINGS, _schema.BOOK_RATING_COLUMNS),

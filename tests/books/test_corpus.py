@@ -12,7 +12,7 @@ def test_sample_release_builds_and_second_run_skips(tmp_path, monkeypatch):
     monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / "cache"))
     kaggle = build_kaggle("books-sample", progress=False)
     out = tmp_path / "dataset"
-    result = build_items_and_ratings(out, "books-sample", kaggle)
+    result = build_items_and_ratings(out, "books-sample", kaggle, profile="suber")
     assert not result.skipped and result.counts["items"] > 0
     items = pq.read_table(out / "items.parquet")
     ratings = pq.read_table(out / "ratings.parquet")
@@ -23,7 +23,7 @@ def test_sample_release_builds_and_second_run_skips(tmp_path, monkeypatch):
     assert manifest["sources"]["amazon-books-sample.zip"]["sha256"] == SAMPLE.sha256 and manifest["domain"] == "books"
     build_dataset_catalog(out)
     assert build_kaggle("books-sample", progress=False).skipped
-    assert build_items_and_ratings(out, "books-sample", kaggle).skipped
+    assert build_items_and_ratings(out, "books-sample", kaggle, profile="suber").skipped
 
 
 def test_shipped_sample_is_what_the_generator_makes():

@@ -35,7 +35,7 @@ def test_download_with_kaggle_json_then_build(kaggle, tmp_path, monkeypatch):
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / "kcfg"))
     result = build_kaggle("kaggle-amazon-books", progress=False)
     assert kaggle.requests_by_path[SLUG] == 1 and kaggle.unauthorized == 0
-    counts = build_items_and_ratings(tmp_path / "ds", "kaggle-amazon-books", result).counts
+    counts = build_items_and_ratings(tmp_path / "ds", "kaggle-amazon-books", result, profile="suber").counts
     assert counts["items"] == 3 and counts["ratings"] == 165  # the sample's real rows, as on books-sample
     manifest = (tmp_path / "ds" / "manifest.json").read_text()
     assert "s3cret-key" not in manifest and "reader" not in manifest

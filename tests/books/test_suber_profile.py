@@ -62,7 +62,7 @@ def constructed(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_survivors_row_by_row(tmp_path):
     books, ratings = constructed(tmp_path)
-    counts = build_book_tables(books, ratings, tmp_path / "out")
+    counts = build_book_tables(books, ratings, tmp_path / "out", "suber")
     items = pq.read_table(tmp_path / "out" / "items.parquet").to_pylist()
     assert [(i["item_id"], i["book_id"], i["title"]) for i in items] == [
         (0, 0, "F0"),
@@ -108,7 +108,7 @@ def test_real_rows_match_pandas_transcription(tmp_path):
     books_csv = tmp_path / "books_data.csv"
     books_csv.write_bytes(raw[: cut + 1])
     ratings_csv = SHARED / "Books_rating_head.csv"
-    counts = build_book_tables(books_csv, ratings_csv, tmp_path / "out")
+    counts = build_book_tables(books_csv, ratings_csv, tmp_path / "out", "suber")
     want_books, want_ratings = _pandas_suber(books_csv, ratings_csv)
     items = pq.read_table(tmp_path / "out" / "items.parquet").to_pandas()
     assert list(items.book_id) == list(want_books.book_id) and len(items) > 0
@@ -123,7 +123,7 @@ def test_missing_column_names_file_and_column(tmp_path):
     text = books.read_text(encoding="utf-8").replace("publishedDate", "published", 1)
     books.write_text(text, encoding="utf-8")
     with pytest.raises(InputError, match=r"books_data\.csv: missing column 'publishedDate'"):
-        build_book_tables(books, ratings, tmp_path / "out")
+        build_book_tables(books, ratings, tmp_path / "out", "suber")
     assert not any((tmp_path / "out").iterdir())
 
 
@@ -133,5 +133,24 @@ def test_rating_out_of_range_names_record_and_field(tmp_path):
     rows[2]["review/score"] = "7.0"
     _write(ratings, RATING_COLUMNS, rows)
     with pytest.raises(InputError, match=r"Books_rating\.csv: record 3 field 'review/score' = '7.0'"):
-        build_book_tables(books, ratings, tmp_path / "out")
+        build_book_tables(books, ratings, tmp_path / "out", "suber")
     assert not any((tmp_path / "out").iterdir())
+
+
+def test_default_profile_fixes_title_merge_duplicate_reviews_and_html(tmp_path):
+    books, ratings = constructed(tmp_path)
+    rows = list(csv.DictReader(books.open(encoding="utf-8", newline="")))
+    rows[0]["description"] = "<p>A  <b>bold</b>\n story</p>"  # F0
+    _write(books, BOOK_COLUMNS, rows)
+    reviews = list(csv.DictReader(ratings.open(encoding="utf-8", newline="")))
+    reviews.append(_review("F0", "u1", "5.0", time="1200000000"))  # u1 again on F0, later: the later one counts
+    _write(ratings, RATING_COLUMNS, reviews)
+    counts = build_book_tables(books, ratings, tmp_path / "out", "default")
+    items = pq.read_table(tmp_path / "out" / "items.parquet").to_pylist()
+    assert [(i["book_id"], i["title"]) for i in items] == [(0, "F0"), (101, "Mixed")]  # Twin: 3 reviews < 5
+    f0 = items[0]
+    assert f0["overview"] == "A bold story" and f0["vote_count"] == 5
+    assert f0["vote_average"] == pytest.approx(3.8)
+    rt = pq.read_table(tmp_path / "out" / "ratings.parquet").to_pandas()
+    assert rt[(rt.item_id == 0) & (rt.user_id == "u1")].rating.tolist() == [5.0]
+    assert counts["items"] == 2 and counts["ratings"] == 5 + 6
