@@ -91,7 +91,7 @@ def load_books(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_boo
 def load_ratings(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_ratings") -> int:
     """Create ``table`` (Id, Title, User_id, score, time) from Books_rating.csv; return rows.
 
-    A score outside 1..5 (or not a number) fails with the file, the CSV line and the field.
+    A score outside 1..5 (or not a number) fails with the file, the CSV record number and the field.
     """
     path = Path(path)
     _check_columns(path, RATING_COLUMNS, "use Books_rating.csv from the Kaggle 'Amazon Books Reviews' dataset")
