@@ -205,22 +205,23 @@ def _word_except(banned: frozenset[str]) -> str:
 
 def span_regex(sex: str, min_words: int = 1, *, opening: bool = False) -> str:
     """A free span of the description: at least ``min_words`` allowed words between separators, no line break,
-    never a pronoun of the other sex nor a banned word. Starts and ends with a separator so the forced job and
-    hobby strings and the surrounding literals always stand as words of their own."""
-    word = _word_except(frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS) - {""})
-    word = f"({word[1:-1].replace('|', '', 1) if word.startswith('(|') else word})"  # a word is never empty
-    lead = "*" if opening else "+"  # the opening span follows the template's own trailing space
-    return f"{_SEPARATORS}{lead}({word}{_SEPARATORS}+){{{min_words},}}"
+    never a pronoun of the other sex nor a banned word. A span that follows a forced string starts with a
+    separator, so the string stays a word of its own (the opening one follows the template's trailing space)."""
+    word = _word_except(frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS))
+    word = f"({word[2:-1]})" if word.startswith("(|") else word  # a word is never empty
+    lead = "*" if opening else "+"
+    return f"{_SEPARATORS}{lead}{word}({_SEPARATORS}+{word}){{{min_words - 1},}}{_SEPARATORS}*"
 
 
 def description_program(user: Mapping, decoding: Decoding):
     """The free description as a grammar that carries the checks: the user's job and hobby verbatim, placed
     by the model among free spans (job first or hobby first), one line, no other-sex pronoun, no template text.
+    The space before each forced string is forced too: a span cut at its token budget cannot glue onto it.
     """
     from guidance import gen, select
 
     sex = "M" if user["sex"] == "M" else "F"
-    job, hobby = str(user["occupation"]), str(user["hobby"])
+    job, hobby = " " + str(user["occupation"]), " " + str(user["hobby"])
     budget = max(8, decoding.max_tokens // 3)
 
     def span(min_words: int, opening: bool = False):
@@ -229,7 +230,7 @@ def description_program(user: Mapping, decoding: Decoding):
 
     first = span(1, True) + job + span(1) + hobby
     second = span(1, True) + hobby + span(1) + job
-    return select([first, second]) + span(3) + "\n"
+    return select([first, second]) + span(5) + "\n"  # 1 + 1 + 5 words and the two strings: never too short
 
 
 def guidance_program(request: Request, decoding: Decoding):
