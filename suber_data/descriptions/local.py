@@ -115,11 +115,6 @@ class LocalBackend:
         bos = self.tokenizer.bos_token or ""
         return f"{bos}{VICUNA_ROLES[0]}{request.instruction}{VICUNA_ROLES[1].rstrip()}", request.prefix
 
-    def prompt(self, request: Request) -> str:
-        """The whole prompt as one string (what guidance's own engine is given in the benchmark)."""
-        head, tail = self.prompt_parts(request)
-        return head + ("" if self.has_chat_template else " ") + tail
-
     def grammar(self, request: Request, decoding: Decoding) -> str:
         user = request.user  # the description grammar carries the user's sex, job and hobby
         key = (request.parts, user["sex"], user["occupation"], user["hobby"], decoding.max_tokens, decoding.temperature)
