@@ -95,8 +95,7 @@ def run_guidance(backend, reqs, decoding: Decoding) -> tuple[float, int]:
             lm += r.instruction
         with assistant():
             lm += r.prefix + guidance_program(r, decoding)
-        description = lm["description"]
-        if description is None:
+        if parse_output(r, str(lm).split(r.prefix, 1)[-1])[1] is None:
             raise SystemExit(f"guidance run failed for user {r.user_id}")
         tokens += len(backend.tokenizer(str(lm).split(r.prefix, 1)[-1], add_special_tokens=False)["input_ids"])
     return time.perf_counter() - start, tokens

@@ -230,12 +230,11 @@ def generate_descriptions(
 
     opened: Backend | None = backend_instance
     owns_backend = backend_instance is None
-    total_attempts = len(queue) + 0  # for progress only
     produced: set[str] = set()
     limit = max_attempts + (max(0, max(a for _, a in queue) - 1) if queue else 0)
 
     def run(queue: list[tuple[Request, int]]) -> None:
-        nonlocal opened, total_attempts
+        nonlocal opened
         if opened is None:
             opened = open_backend(
                 info,
@@ -258,7 +257,6 @@ def generate_descriptions(
                 text, problems = finalize(output, request, bounds)
                 if problems and attempt < limit and info.backend != "template":
                     queue.append((request, attempt + 1))
-                    total_attempts += 1
                     continue
                 rows.append(_row(request, info, decoding, seed_used, attempt, output, text, problems))
                 produced.add(request.key)

@@ -115,13 +115,9 @@ class LocalBackend:
         bos = self.tokenizer.bos_token or ""
         return f"{bos}{VICUNA_ROLES[0]}{request.instruction}{VICUNA_ROLES[1].rstrip()}", request.prefix
 
-    def prompt(self, request: Request) -> str:
-        """The whole prompt as one string (what guidance's own engine is given in the benchmark)."""
-        head, tail = self.prompt_parts(request)
-        return head + ("" if self.has_chat_template else " ") + tail
-
     def grammar(self, request: Request, decoding: Decoding) -> str:
-        key = (request.parts, decoding.max_tokens, decoding.temperature)
+        user = request.user  # the description grammar carries the user's sex, job and hobby
+        key = (request.parts, user["sex"], user["occupation"], user["hobby"], decoding.max_tokens, decoding.temperature)
         if key not in self._grammar_cache:
             if len(self._grammar_cache) > 4096:
                 self._grammar_cache.clear()
@@ -141,6 +137,7 @@ class LocalBackend:
     def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]:
         grammars = [self.grammar(r, decoding) for r in requests]
         limit = decoding.max_tokens + max(_fixed_chars(r) for r in requests) + 16
+        limit += 3 * 8  # each of the description's three spans has a budget of at least 8 tokens
         runs = self.run_programs([self.prompt_parts(r) for r in requests], grammars, seeds, decoding.temperature, limit)
         outputs = []
         for request, run in zip(requests, runs, strict=True):
@@ -323,4 +320,5 @@ def _fixed_chars(request: Request) -> int:
             total += len(part.encode())
         elif isinstance(part, Choice):
             total += max(len(o.encode()) for o in part.options)
-    return total
+    user = request.user  # the description's forced job and hobby strings, and the spaces around them
+    return total + len(str(user["occupation"]).encode()) + len(str(user["hobby"]).encode()) + 8

@@ -177,9 +177,65 @@ def build_request(
     )
 
 
-def guidance_program(request: Request, decoding: Decoding):
-    """The request's constrained part as a guidance grammar (literals, ``select``, ``gen``)."""
+# What the checks forbid, made impossible in the free spans of the description (see docs/descriptions.md):
+# the other sex's pronouns, the words of the record's field names, line breaks and template characters.
+_OTHER_PRONOUNS = {"M": ("she", "her", "hers", "herself"), "F": ("he", "him", "his", "himself")}
+_BANNED_WORDS = ("enjoyed", "avoided", "years", "name", "description", "gender", "inst")
+_ALNUM = "".join(chr(c) for c in range(ord("a"), ord("z") + 1)) + "0123456789"
+_SEPARATORS = r"[ ,.;!?'()\-]"  # the checks split words on [a-z0-9]; no newline, colon, brackets or non-ASCII
+
+
+def _chars(letters: str) -> str:
+    return "".join(sorted(set(letters + letters.upper())))
+
+
+def _word_except(banned: frozenset[str]) -> str:
+    """A regex for any word of [A-Za-z0-9] (possibly empty) that is none of ``banned`` (lower case), in any case."""
+    if not banned:
+        return f"[{_chars(_ALNUM)}]*"
+    firsts = sorted({w[0] for w in banned if w})
+    branches = [] if "" in banned else [""]
+    free = "".join(c for c in _ALNUM if c not in firsts)
+    branches.append(f"[{_chars(free)}][{_chars(_ALNUM)}]*")
+    for c in firsts:
+        rest = _word_except(frozenset(w[1:] for w in banned if w[:1] == c))
+        branches.append(f"[{_chars(c)}]{rest}")
+    return "(" + "|".join(branches) + ")"
+
+
+def span_regex(sex: str, min_words: int = 1, *, opening: bool = False) -> str:
+    """A free span of the description: at least ``min_words`` allowed words between separators, no line break,
+    never a pronoun of the other sex nor a banned word. A span that follows a forced string starts with a
+    separator, so the string stays a word of its own (the opening one follows the template's trailing space)."""
+    word = _word_except(frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS))
+    word = f"({word[2:-1]})" if word.startswith("(|") else word  # a word is never empty
+    lead = "*" if opening else "+"
+    return f"{_SEPARATORS}{lead}{word}({_SEPARATORS}+{word}){{{min_words - 1},}}{_SEPARATORS}*"
+
+
+def description_program(user: Mapping, decoding: Decoding):
+    """The free description as a grammar that carries the checks: the user's job and hobby verbatim, placed
+    by the model among free spans (job first or hobby first), one line, no other-sex pronoun, no template text.
+    The space before each forced string is forced too: a span cut at its token budget cannot glue onto it.
+    """
     from guidance import gen, select
+
+    sex = "M" if user["sex"] == "M" else "F"
+    job, hobby = " " + str(user["occupation"]), " " + str(user["hobby"])
+    budget = max(8, decoding.max_tokens // 3)
+
+    def span(min_words: int, opening: bool = False):
+        pattern = span_regex(sex, min_words, opening=opening)
+        return gen(regex=pattern, max_tokens=budget, temperature=decoding.temperature)
+
+    first = span(1, True) + job + span(1) + hobby
+    second = span(1, True) + hobby + span(1) + job
+    return select([first, second]) + span(5) + "\n"  # 1 + 1 + 5 words and the two strings: never too short
+
+
+def guidance_program(request: Request, decoding: Decoding):
+    """The request's constrained part as a guidance grammar (literals, ``select``, the description)."""
+    from guidance import select
 
     program = None
     for part in request.parts:
@@ -188,7 +244,7 @@ def guidance_program(request: Request, decoding: Decoding):
         elif isinstance(part, Choice):
             node = select(list(part.options), name=part.name)
         else:
-            node = gen(part.name, stop="\n", max_tokens=decoding.max_tokens, temperature=decoding.temperature)
+            node = description_program(request.user, decoding)
         program = node if program is None else program + node
     return program
 

@@ -52,10 +52,6 @@ class Template:
     user: str  # instruction with {field} placeholders
     assistant: tuple[Segment, ...]  # literals still hold {field} placeholders
 
-    @property
-    def short_hash(self) -> str:
-        return self.sha256[:16]
-
 
 def _fail(path: Path, message: str) -> InputError:
     return InputError(f"{path}: {message}; fix the template file (see {TEMPLATE_DIR}/README.md)")

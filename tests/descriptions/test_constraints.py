@@ -89,6 +89,7 @@ def test_transformers_backend_from_a_local_folder_reports_failures_and_writes_no
     import pyarrow.parquet as pq
 
     from suber_data.descriptions import generate_descriptions
+    from suber_data.descriptions.checks import Bounds
     from tests.descriptions.helpers import write_users
 
     model_dir = tmp_path / "tiny-model"
@@ -96,10 +97,13 @@ def test_transformers_backend_from_a_local_folder_reports_failures_and_writes_no
     tiny.tokenizer.save_pretrained(model_dir)
     dataset = tmp_path / "dataset"
     write_users(dataset, 3)
+    # The grammar makes the row checks pass by construction; a bound no description can meet stands for what
+    # remains (near-duplicates, a stricter check) so that the failure path runs for real.
     result = generate_descriptions(
-        dataset, backend="transformers", model=str(model_dir), max_tokens=12, max_attempts=2, device="cpu"
-    )
-    assert result.backend == "transformers" and result.attempts == 6  # random text: every attempt fails a check
+        dataset, backend="transformers", model=str(model_dir), max_tokens=12, max_attempts=2, device="cpu",
+        bounds=Bounds(min_words=500),
+    )  # fmt: skip
+    assert result.backend == "transformers" and result.attempts == 6  # every attempt fails the bound
     assert result.written == 0 and len(result.failed) == 3
     assert all(f["attempts"] == 2 and f["problems"] for f in result.failed)
     assert pq.read_table(dataset / "user_descriptions.parquet").num_rows == 0
