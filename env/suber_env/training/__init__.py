@@ -1,18 +1,26 @@
-"""Training and evaluating recommenders on the environment: algorithms, observation modes, baselines, metrics
-runner and report (extra ``rl``)."""
+"""Training and evaluating recommenders on the environment (extra ``rl``): algorithms and observation modes
+(train.py, observation.py), baselines (policies.py), the evaluation runner (evaluate.py), the report (report.py)
+and the ``train`` / ``eval-policy`` commands (cli.py). Names below load lazily so the CLI starts without SB3."""
 
-from .evaluate import compare, evaluate_policy, markdown_table
-from .policies import BASELINES
-from .train import ALGOS, TrainConfig, make_venv, model_policy, train
+from importlib import import_module
 
-__all__ = [
-    "ALGOS",
-    "BASELINES",
-    "TrainConfig",
-    "compare",
-    "evaluate_policy",
-    "make_venv",
-    "markdown_table",
-    "model_policy",
-    "train",
-]
+_EXPORTS = {
+    "ALGOS": "train",
+    "TrainConfig": "train",
+    "make_venv": "train",
+    "model_policy": "train",
+    "train": "train",
+    "BASELINES": "policies",
+    "compare": "evaluate",
+    "evaluate_policy": "evaluate",
+    "markdown_table": "evaluate",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(name)
+
+
+__all__ = sorted(_EXPORTS)

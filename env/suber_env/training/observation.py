@@ -59,3 +59,13 @@ class TasteObservation(VecEnvWrapper):
 
     def action_masks(self) -> np.ndarray:
         return ~self.seen
+
+    # sb3-contrib asks a VecEnv for masks through has_attr / env_method, one row per environment
+    def has_attr(self, attr_name: str) -> bool:
+        return attr_name == "action_masks" or self.venv.has_attr(attr_name)
+
+    def env_method(self, method_name, *method_args, indices=None, **method_kwargs):
+        if method_name == "action_masks":
+            rows = range(self.num_envs) if indices is None else np.atleast_1d(indices)
+            return [~self.seen[i] for i in rows]
+        return self.venv.env_method(method_name, *method_args, indices=indices, **method_kwargs)
