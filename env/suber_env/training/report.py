@@ -60,7 +60,7 @@ def write_report(out: Path, results: dict, genre_mix: dict[str, np.ndarray], ds,
     mix = np.stack([tastes / max(tastes.sum(), 1e-12), *(v / max(v.sum(), 1e-12) for v in genre_mix.values())])
     fig, ax = plt.subplots(figsize=(9, 4))
     w = 0.8 / len(names)
-    for i, (n, row) in enumerate(zip(names, mix)):
+    for i, (n, row) in enumerate(zip(names, mix, strict=True)):
         ax.bar(np.arange(len(ds.genre_vocab)) + i * w, row, w, label=n)
     ax.set_xticks(np.arange(len(ds.genre_vocab)) + 0.4, ds.genre_vocab, rotation=60, ha="right", fontsize=7)
     ax.set(ylabel="share", title="Genre mix of the recommendations against the users' tastes")

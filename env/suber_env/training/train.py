@@ -13,6 +13,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stable_baselines3.common.vec_env import VecMonitor
+
 from ..env import SuberVectorEnv
 from ..rl import SB3VecEnv
 from .observation import TasteObservation
@@ -70,12 +72,12 @@ def make_venv(dataset, cfg: TrainConfig, eval_mode: bool = False, num_envs: int 
     ad = SB3VecEnv(venv)
     ad.seed(cfg.seed)
     if cfg.obs == "taste":
-        return TasteObservation(ad)
+        return VecMonitor(TasteObservation(ad))  # episode returns for the learning curves
     if cfg.obs != "suber":
         raise ValueError(f"obs={cfg.obs!r} is not one of ('taste', 'suber')")
     from stable_baselines3.common.vec_env import VecNormalize
 
-    return VecNormalize(ad, norm_obs=True, norm_reward=False)  # raw ids and ages are large inputs
+    return VecNormalize(VecMonitor(ad), norm_obs=True, norm_reward=False)  # raw ids and ages are large inputs
 
 
 def _logger(folder: Path):
