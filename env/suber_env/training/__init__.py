@@ -1,15 +1,15 @@
 """Training and evaluating recommenders on the environment (extra ``rl``): algorithms and observation modes
-(train.py, observation.py), baselines (policies.py), the evaluation runner (evaluate.py), the report (report.py)
+(trainer.py, observation.py), baselines (policies.py), the evaluation runner (evaluate.py), the report (report.py)
 and the ``train`` / ``eval-policy`` commands (cli.py). Names below load lazily so the CLI starts without SB3."""
 
 from importlib import import_module
 
 _EXPORTS = {
-    "ALGOS": "train",
-    "TrainConfig": "train",
-    "make_venv": "train",
-    "model_policy": "train",
-    "train": "train",
+    "ALGOS": "trainer",
+    "TrainConfig": "trainer",
+    "make_venv": "trainer",
+    "model_policy": "trainer",
+    "train": "trainer",
     "BASELINES": "policies",
     "compare": "evaluate",
     "evaluate_policy": "evaluate",

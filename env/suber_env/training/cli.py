@@ -23,7 +23,7 @@ def train_cmd(
 ) -> None:
     """Train recommenders with Stable-Baselines3 on the environment."""
     from ..dataset import load_dataset
-    from .train import ALGOS, TrainConfig, train
+    from .trainer import ALGOS, TrainConfig, train
 
     for a in algo:
         if a not in ALGOS:
@@ -50,7 +50,7 @@ def eval_policy_cmd(
     from .evaluate import compare, markdown_table
     from .policies import BASELINES
     from .report import write_report
-    from .train import _algo, model_policy
+    from .trainer import _algo, model_policy
 
     ds = load_dataset(dataset)
     policies = {n: (lambda s, c=c: c(ds, s)) for n, c in BASELINES.items()}
