@@ -117,4 +117,6 @@ def model_policy(model, ds, name: str):
     from .observation import taste_features
     from .policies import ModelPolicy
 
+    if model.observation_space.shape != (2 * ds.genres.shape[1] + ds.n_items,):
+        raise ValueError(f"{name}: only models trained with --obs taste on this dataset can be evaluated here")
     return ModelPolicy(model, lambda obs, users, seen: taste_features(ds, users, seen), name)
