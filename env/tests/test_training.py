@@ -71,3 +71,19 @@ def test_checkpoint_resumes(sample, tmp_path):
     resumed = train(sample, TrainConfig(algo="a2c", steps=256, seed=0, num_envs=8), tmp_path / "r", resume=ckpts[0])
     assert resumed.num_timesteps == 512  # continued from 256, not restarted
     assert (tmp_path / "r" / "a2c" / "seed0" / "progress.csv").read_text().count("\n") > 1
+
+
+def test_train_then_eval_policy_commands(sample, tmp_path):
+    from suber_env.cli import app
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    runs, report = tmp_path / "runs", tmp_path / "report"
+    r = runner.invoke(app, ["train", str(sample.path), "--algo", "a2c", "--steps", "512", "--out", str(runs)])
+    assert r.exit_code == 0, r.output
+    args = ["eval-policy", str(sample.path), "--runs", str(runs), "--seeds", "1", "--out", str(report)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    text = (report / "report.md").read_text()
+    assert "| a2c (seed0) |" in text and "| content-based |" in text
+    assert (report / "learning_curves.png").stat().st_size > 0 and (report / "genre_mix.png").stat().st_size > 0
