@@ -11,6 +11,11 @@ app = typer.Typer(
     add_completion=False,
 )
 
+from .training import cli as _training_cli  # noqa: E402
+
+app.command("train")(_training_cli.train_cmd)
+app.command("eval-policy")(_training_cli.eval_policy_cmd)
+
 
 def main() -> None:
     app()

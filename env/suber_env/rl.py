@@ -32,7 +32,11 @@ class SB3VecEnv(VecEnv):
         obs, rewards, term, trunc, info = self.venv.step(self._actions)
         dones = term | trunc
         infos: list[dict] = [
-            {"rating": float(info["rating"][i]), "llm_rating": float(info["llm_rating"][i])}
+            {
+                "rating": float(info["rating"][i]),
+                "llm_rating": float(info["llm_rating"][i]),
+                "user": int(info["user"][i]),
+            }
             for i in range(self.num_envs)
         ]
         for i in np.flatnonzero(dones):

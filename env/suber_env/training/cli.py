@@ -1,0 +1,66 @@
+"""``suber-env train`` and ``suber-env eval-policy`` (registered on the app in suber_env/cli.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+ALGO_HELP = "a2c | ppo | dqn | trpo | maskable-ppo (the last two need sb3-contrib)"
+
+
+def train_cmd(
+    dataset: Path = typer.Argument(..., help="A suber-data dataset folder, e.g. data/movies/sample."),
+    algo: list[str] = typer.Option(["ppo"], "--algo", help=ALGO_HELP + "; repeat for several."),
+    steps: int = typer.Option(20_000, help="Environment steps per run."),
+    seeds: int = typer.Option(1, help="Runs per algorithm, seeds 0..K-1."),
+    num_envs: int = typer.Option(16, help="SuberVectorEnv slots (one rater call per step for all)."),
+    rater: str = typer.Option("oracle", help="Rater name (oracle, transformers, openai)."),
+    obs: str = typer.Option("taste", help="taste (user's genres + seen mask) or suber (SUBER's observation)."),
+    out: Path = typer.Option(Path("runs"), help="Checkpoints, progress.csv and TensorBoard logs go here."),
+    resume: Path | None = typer.Option(None, help="Continue from this checkpoint .zip (one algo, one seed)."),
+) -> None:
+    """Train recommenders with Stable-Baselines3 on the environment."""
+    from ..dataset import load_dataset
+    from .trainer import ALGOS, TrainConfig, train
+
+    for a in algo:
+        if a not in ALGOS:
+            raise typer.BadParameter(f"--algo {a!r} is not one of {ALGOS}")
+    ds = load_dataset(dataset)
+    for a in algo:
+        for s in range(seeds):
+            t = time.perf_counter()
+            cfg = TrainConfig(algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, obs=obs)
+            train(ds, cfg, out, resume=resume)
+            typer.echo(f"{a} seed {s}: {steps} steps in {time.perf_counter() - t:.1f}s -> {out / a / f'seed{s}'}")
+
+
+def eval_policy_cmd(
+    dataset: Path = typer.Argument(..., help="A suber-data dataset folder."),
+    runs: Path | None = typer.Option(None, help="The --out folder of `suber-env train` (its final models)."),
+    seeds: int = typer.Option(3, help="Evaluation seeds (confidence intervals over them)."),
+    steps: int = typer.Option(10, help="Recommendations per user (every user, in order)."),
+    rater: str = typer.Option("oracle", help="Rater name."),
+    out: Path = typer.Option(Path("report"), help="Folder for report.md, learning_curves.png, genre_mix.png."),
+) -> None:
+    """Evaluate trained models and the baselines on every user; write the comparison report."""
+    from ..dataset import load_dataset
+    from .evaluate import compare, markdown_table
+    from .policies import BASELINES
+    from .report import write_report
+    from .trainer import _algo, model_policy
+
+    ds = load_dataset(dataset)
+    policies = {n: (lambda s, c=c: c(ds, s)) for n, c in BASELINES.items()}
+    for final in sorted(runs.glob("*/seed*/final.zip")) if runs else []:
+        algo, seed = final.parent.parent.name, final.parent.name
+        model = _algo(algo).load(str(final), device="cpu")
+        policies[f"{algo} ({seed})"] = lambda s, m=model, n=algo: model_policy(m, ds, n)
+    results, mix = compare(ds, policies, list(range(seeds)), steps=steps, rater=rater)
+    note = f"Dataset {dataset}, rater {rater} ({'oracle, not an LLM' if rater == 'oracle' else 'LLM'}), "
+    note += f"{ds.n_users} users x {steps} steps, seeds 0..{seeds - 1}, mean ± 95% CI over seeds."
+    write_report(out, results, mix, ds, runs, note)
+    typer.echo(markdown_table(results))
+    typer.echo(f"report: {out / 'report.md'}")

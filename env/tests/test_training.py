@@ -1,0 +1,89 @@
+"""Training with the oracle rater on a dataset made by the real builder (the packaged sample release, offline):
+PPO and A2C beat the baselines; evaluation never repeats an item; a checkpoint resumes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    """``suber-data build movies --release sample --users 40`` (template descriptions, MiniLM embeddings)."""
+    if shutil.which("suber-data") is None and not (Path(sys.executable).parent / "suber-data").exists():
+        pytest.skip("the suber-data builder is not installed")
+    out = tmp_path_factory.mktemp("data")
+    env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    cmd = [str(Path(sys.executable).parent / "suber-data"), "build", "movies", "--release", "sample"]
+    cmd += ["--users", "40", "--llm", "template", "--embedding-model", "minilm", "--data-dir", str(out)]
+    subprocess.run(cmd, check=True, env=env, cwd=ROOT, capture_output=True)
+    from suber_env import load_dataset
+
+    return load_dataset(out / "movies" / "sample")
+
+
+def test_ppo_and_a2c_beat_the_baselines(sample, tmp_path):
+    from suber_env.training import BASELINES, TrainConfig, compare, model_policy, train
+
+    policies = {n: (lambda s, c=BASELINES[n]: c(sample, s)) for n in ("random", "most-popular", "vote-heuristic")}
+    for algo in ("a2c", "ppo"):
+        model = train(sample, TrainConfig(algo=algo, steps=8000, seed=0), tmp_path)
+        policies[algo] = lambda s, m=model, a=algo: model_policy(m, sample, a)
+    res, _ = compare(sample, policies, seeds=[0, 1])
+    # measured at 5000 steps: a2c 8.96 / ppo 9.03 reward against 8.60 for the best baseline;
+    # liked-genre share 0.83-0.84 against 0.785
+    for algo in ("a2c", "ppo"):
+        for base in ("random", "most-popular", "vote-heuristic"):
+            assert res[algo]["reward"][0] > res[base]["reward"][0] + 0.15, (algo, base, res)
+            assert res[algo]["liked_genre"][0] > res[base]["liked_genre"][0] + 0.02, (algo, base, res)
+
+
+def test_evaluation_never_repeats_and_masks(sample):
+    from suber_env.training import BASELINES, TrainConfig, evaluate_policy, make_venv
+
+    items, ratings = evaluate_policy(sample, BASELINES["random"](sample, 0), steps=10, seed=3)
+    assert items.shape == (sample.n_users, 10)
+    assert all(len(set(row)) == 10 for row in items.tolist())
+    venv = make_venv(sample, TrainConfig(num_envs=4))
+    venv.reset()
+    venv.step(np.array([5, 5, 6, 7]))
+    masks = venv.action_masks()
+    assert not masks[0, 5] and not masks[2, 6] and masks[0, 6] and masks.sum() == 4 * sample.n_items - 4
+
+
+def test_checkpoint_resumes(sample, tmp_path):
+    from suber_env.training import TrainConfig, train
+
+    cfg = TrainConfig(algo="a2c", steps=512, seed=0, num_envs=8, checkpoint_every=256)
+    train(sample, cfg, tmp_path)
+    ckpts = sorted((tmp_path / "a2c" / "seed0" / "checkpoints").glob("a2c_*_steps.zip"))
+    assert [p.name for p in ckpts] == ["a2c_256_steps.zip", "a2c_512_steps.zip"]
+    resumed = train(sample, TrainConfig(algo="a2c", steps=256, seed=0, num_envs=8), tmp_path / "r", resume=ckpts[0])
+    assert resumed.num_timesteps == 512  # continued from 256, not restarted
+    assert (tmp_path / "r" / "a2c" / "seed0" / "progress.csv").read_text().count("\n") > 1
+
+
+def test_train_then_eval_policy_commands(sample, tmp_path):
+    from suber_env.cli import app
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    runs, report = tmp_path / "runs", tmp_path / "report"
+    r = runner.invoke(app, ["train", str(sample.path), "--algo", "a2c", "--steps", "512", "--out", str(runs)])
+    assert r.exit_code == 0, r.output
+    args = ["eval-policy", str(sample.path), "--runs", str(runs), "--seeds", "1", "--out", str(report)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    text = (report / "report.md").read_text()
+    assert "| a2c (seed0) |" in text and "| content-based |" in text
+    assert (report / "learning_curves.png").stat().st_size > 0 and (report / "genre_mix.png").stat().st_size > 0
