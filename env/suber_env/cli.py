@@ -12,6 +12,16 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """Keeps `suber-env COMMAND` a command group even while only one subcommand is registered."""
+
+
+from .evaluate_cmd import evaluate_command  # noqa: E402  (subcommand modules register after the app exists)
+
+app.command("evaluate")(evaluate_command)
+
+
 def main() -> None:
     app()
 

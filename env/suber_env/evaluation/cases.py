@@ -24,7 +24,12 @@ def _qualified_genres(ds: Dataset, min_items: int) -> list[int]:
 
 
 def genre_preference(
-    ds: Dataset, make: RaterFactory, folder: Path, rng: np.random.Generator, items_per_side: int = 10
+    ds: Dataset,
+    make: RaterFactory,
+    folder: Path,
+    rng: np.random.Generator,
+    items_per_side: int = 10,
+    max_genres: int | None = None,
 ) -> dict:
     """Personas who love one genre and dislike two others rate items of the loved genre (a success is a
     rating >= the like threshold) and of the disliked genres without the loved one (<= dislike threshold)."""
@@ -32,7 +37,7 @@ def genre_preference(
     if len(gs) < 3:
         return {"skipped": f"{ds.path}: fewer than three genres with two items each; the genre test needs them"}
     personas, rows = [], []  # rows: (persona, item, positive?)
-    for g in gs:
+    for g in gs[:max_genres]:
         others = [o for o in gs if o != g]
         bad = list(rng.choice(others, 2, replace=False))
         pos = np.flatnonzero((ds.genres[:, g] == 1) & (ds.genres[:, bad].sum(1) == 0))
@@ -71,7 +76,9 @@ def high_low(
 ) -> dict:
     """Personas who rate everything high (success: >= like threshold) or low (<= dislike threshold)."""
     vocab = list(ds.genre_vocab)
-    ps = [high_rater(vocab, ds.domain) for _ in range(personas)] + [low_rater(vocab, ds.domain) for _ in range(personas)]
+    ps = [high_rater(vocab, ds.domain) for _ in range(personas)] + [
+        low_rater(vocab, ds.domain) for _ in range(personas)
+    ]
     pds = write_persona_dataset(ds, ps, folder / "high_low_personas")
     rater = make(pds)
     k = min(items, ds.n_items)

@@ -75,8 +75,10 @@ def _plots(out: Path, results: dict[str, dict[str, dict]]) -> list[str]:
 def write_report(out: Path, results: dict[str, dict[str, dict]], settings: dict) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     plots = _plots(out, results)
-    slim = {r: {c: {k: v for k, v in d.items() if k not in ("ratings", "positive")} for c, d in res.items()}
-            for r, res in results.items()}
+    slim = {
+        r: {c: {k: v for k, v in d.items() if k not in ("ratings", "positive")} for c, d in res.items()}
+        for r, res in results.items()
+    }
     _atomic_text(out / "metrics.json", json.dumps({"settings": settings, "results": slim, "plots": plots}, indent=2))
     md = ["# Fidelity evaluation", "", f"Dataset: `{settings['dataset']}`; rater: `{settings['rater']}`", ""]
     md += table_rows(results) + ["", "Scores are success rates (similarity: 1 - TVD) with 95% bootstrap intervals.", ""]

@@ -38,9 +38,13 @@ def _run(ds: Dataset, make, folder: Path, suite, seed: int, sizes: dict) -> dict
     for case in suite:
         rng = np.random.default_rng([seed, SUITE.index(case)])  # each case draws the same items for every rater
         if case == "genre":
-            out[case] = genre_preference(ds, make, folder, rng, items_per_side=sizes["genre_items"])
+            out[case] = genre_preference(
+                ds, make, folder, rng, items_per_side=sizes["genre_items"], max_genres=sizes["max_genres"]
+            )
         elif case == "high_low":
-            out[case] = high_low(ds, make, folder, rng, personas=sizes["high_low_personas"], items=sizes["high_low_items"])
+            out[case] = high_low(
+                ds, make, folder, rng, personas=sizes["high_low_personas"], items=sizes["high_low_items"]
+            )
         elif case == "similarity":
             out[case] = rating_similarity(ds, make, folder, rng, _dataset_personas(ds), pairs=sizes["pairs"])
     return out
@@ -53,6 +57,7 @@ def evaluate(
     suite: tuple[str, ...] = SUITE,
     seed: int = 0,
     genre_items: int = 10,
+    max_genres: int | None = None,
     high_low_personas: int = 5,
     high_low_items: int = 20,
     pairs: int = 500,
@@ -68,7 +73,13 @@ def evaluate(
     out = Path(out)
     scale = _scale_for(ds)
     rater_kw.setdefault("scale", scale)
-    sizes = dict(genre_items=genre_items, high_low_personas=high_low_personas, high_low_items=high_low_items, pairs=pairs)
+    sizes = dict(
+        genre_items=genre_items,
+        max_genres=max_genres,
+        high_low_personas=high_low_personas,
+        high_low_items=high_low_items,
+        pairs=pairs,
+    )
     raters = {rater: lambda pds: make_rater(rater, pds, **rater_kw)}
     if control:
         raters["random"] = lambda pds: RandomRater(make_rater("oracle", pds, scale=scale).scale)
