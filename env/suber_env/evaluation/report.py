@@ -48,8 +48,10 @@ def table_rows(results: dict[str, dict[str, dict]]) -> list[str]:
 
 
 def _plots(out: Path, results: dict[str, dict[str, dict]]) -> list[str]:
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:  # plots come with the `eval` extra; the scores do not need them
+        return []
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
