@@ -25,17 +25,15 @@ def main() -> None:
 
     import conftest  # the SmolLM2 locator the env tests use
     import torch
-    from suber_env_testdata import build_movies
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from suber_env import load_dataset
+    from suber_env import load_dataset, make_rater
     from suber_env.evaluation.personas import genre_persona, write_persona_dataset
     from suber_env.evaluation.stats import cold_requests
+    from suber_env_testdata import build_movies
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     d = conftest.smollm2_dir()
     tok = AutoTokenizer.from_pretrained(d, gguf_file=conftest.SMOLLM2_GGUF)
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=conftest.SMOLLM2_GGUF, dtype=torch.float32)
-    from suber_env import make_rater
 
     with tempfile.TemporaryDirectory() as tmp:
         ds = load_dataset(build_movies(Path(tmp) / "movies"))
