@@ -13,7 +13,7 @@ from .cases import genre_preference, high_low
 from .personas import Persona, genre_persona
 from .report import write_report
 from .similarity import rating_similarity
-from .stats import RandomRater
+from .stats import RandomRater, cold_requests
 
 SUITE = ("genre", "high_low", "similarity")
 
@@ -95,8 +95,6 @@ def evaluate(
         results[name] = _run(ds, tracked, out / "personas" / name, suite, seed, sizes)
         for r in built[:1]:
             if hasattr(r, "prompt"):
-                from suber_env.evaluation.stats import cold_requests
-
                 prompt_hashes[name] = hashlib.sha256(r.prompt(cold_requests([0], [0])).encode()).hexdigest()[:16]
     model = rater_kw.get("path") or getattr(rater_kw.get("model"), "name_or_path", None) or rater_kw.get("model_name")
     settings = {
