@@ -22,6 +22,8 @@ MOVIE_ITEM_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "actors": (pa.list_(ACTOR), False),
     "director": (pa.string(), False),
     "vote_average": (pa.float32(), False),
+    "collection_id": (pa.int64(), False),
+    "collection_name": (pa.string(), False),
 }
 
 # items.parquet (books): the contract has no book table yet; the env reads the same core columns and

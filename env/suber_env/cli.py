@@ -11,8 +11,17 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+@app.callback()
+def _root() -> None:
+    """Keeps `suber-env COMMAND` a command group whatever number of subcommands is registered."""
+
+
+# Subcommand modules register after the app exists.
+from .evaluate_cmd import evaluate_command  # noqa: E402
 from .training import cli as _training_cli  # noqa: E402
 
+app.command("evaluate")(evaluate_command)
 app.command("train")(_training_cli.train_cmd)
 app.command("eval-policy")(_training_cli.eval_policy_cmd)
 

@@ -30,6 +30,8 @@ MOVIE_ITEMS = pa.schema(
         pa.field("popularity", pa.float32()),
         pa.field("runtime", pa.int16()),
         pa.field("original_language", pa.string()),
+        pa.field("collection_id", pa.int64()),  # TMDB belongs_to_collection: the saga (null when none)
+        pa.field("collection_name", pa.string()),
         pa.field("ml_rating_count", pa.int32(), nullable=False),
         pa.field("ml_rating_mean", pa.float32()),
     ]

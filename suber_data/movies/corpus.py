@@ -146,6 +146,8 @@ _DETAILS = pa.schema(
         ("popularity", pa.float64()),
         ("runtime", pa.int64()),
         ("original_language", pa.string()),
+        ("collection_id", pa.int64()),
+        ("collection_name", pa.string()),
     ]
 )
 
@@ -180,7 +182,7 @@ SELECT
     coalesce(actors, []) AS actors,
     director,
     vote_average::FLOAT AS vote_average, vote_count::INTEGER AS vote_count, popularity::FLOAT AS popularity,
-    runtime::SMALLINT AS runtime, original_language,
+    runtime::SMALLINT AS runtime, original_language, collection_id::BIGINT AS collection_id, collection_name,
     ml_rating_count, ml_rating_mean
 FROM joined
 WHERE {keep}

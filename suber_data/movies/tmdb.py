@@ -315,4 +315,6 @@ def parse_answer(tmdb_id: int, answer: dict[str, Any]) -> dict[str, Any]:
         "popularity": answer.get("popularity"),
         "runtime": answer.get("runtime"),
         "original_language": answer.get("original_language"),
+        "collection_id": (answer.get("belongs_to_collection") or {}).get("id"),  # the saga, for evaluation
+        "collection_name": (answer.get("belongs_to_collection") or {}).get("name"),
     }

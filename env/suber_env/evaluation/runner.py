@@ -1,0 +1,113 @@
+"""``evaluate``: run the suite for one rater and the random control, then write the report."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from suber_env import Dataset, load_dataset, make_rater
+
+from .cases import genre_preference, high_low
+from .personas import Persona, genre_persona
+from .report import write_report
+from .similarity import rating_similarity
+from .stats import RandomRater, cold_requests
+
+SUITE = ("genre", "high_low", "similarity")
+
+
+def _scale_for(ds: Dataset) -> str:
+    return "0-9" if ds.domain == "movies" else "1-5"
+
+
+def _dataset_personas(ds: Dataset) -> list[Persona]:
+    """The dataset's own users as personas (the similarity test rates as the env's users would)."""
+    if ds.users is None or ds.n_users == 0:
+        g = ds.genre_vocab
+        return [genre_persona(g[i % len(g)], [g[(i + 1) % len(g)]], ds.domain) for i in range(min(len(g), 10))]
+    liked = ds.users["liked"].to_pylist() if "liked" in ds.users.column_names else [[]] * ds.n_users
+    disliked = ds.users["disliked"].to_pylist() if "disliked" in ds.users.column_names else [[]] * ds.n_users
+    texts = ds.descriptions or [f"A {ds.domain} fan." for _ in range(ds.n_users)]
+    return [Persona(t, list(a or []), list(b or [])) for t, a, b in zip(texts, liked, disliked, strict=True)]
+
+
+def _run(ds: Dataset, make, folder: Path, suite, seed: int, sizes: dict) -> dict[str, dict]:
+    out = {}
+    for case in suite:
+        rng = np.random.default_rng([seed, SUITE.index(case)])  # each case draws the same items for every rater
+        if case == "genre":
+            out[case] = genre_preference(
+                ds, make, folder, rng, items_per_side=sizes["genre_items"], max_genres=sizes["max_genres"]
+            )
+        elif case == "high_low":
+            out[case] = high_low(
+                ds, make, folder, rng, personas=sizes["high_low_personas"], items=sizes["high_low_items"]
+            )
+        elif case == "similarity":
+            out[case] = rating_similarity(ds, make, folder, rng, _dataset_personas(ds), pairs=sizes["pairs"])
+    return out
+
+
+def evaluate(
+    dataset: str | Path | Dataset,
+    rater: str = "oracle",
+    out: str | Path = "evaluation",
+    suite: tuple[str, ...] = SUITE,
+    seed: int = 0,
+    genre_items: int = 10,
+    max_genres: int | None = None,
+    high_low_personas: int = 5,
+    high_low_items: int = 20,
+    pairs: int = 500,
+    control: bool = True,
+    **rater_kw,
+) -> dict:
+    """Run ``suite`` with ``rater`` (``oracle``, ``transformers`` or ``openai``; ``rater_kw`` go to
+    :func:`suber_env.make_rater`) and the random control; write metrics.json, report.md and plots to ``out``."""
+    unknown = set(suite) - set(SUITE)
+    if unknown:
+        raise ValueError(f"unknown test case(s) {sorted(unknown)}; choose from {', '.join(SUITE)}")
+    ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
+    out = Path(out)
+    scale = _scale_for(ds)
+    rater_kw.setdefault("scale", scale)
+    sizes = dict(
+        genre_items=genre_items,
+        max_genres=max_genres,
+        high_low_personas=high_low_personas,
+        high_low_items=high_low_items,
+        pairs=pairs,
+    )
+    raters = {rater: lambda pds: make_rater(rater, pds, **rater_kw)}
+    if control:
+        raters["random"] = lambda pds: RandomRater(make_rater("oracle", pds, scale=scale).scale)
+    results, prompt_hashes = {}, {}
+    for name, make in raters.items():
+        built = []
+
+        def tracked(pds, make=make, built=built):
+            r = make(pds)
+            built.append(r)
+            return r
+
+        results[name] = _run(ds, tracked, out / "personas" / name, suite, seed, sizes)
+        for r in built[:1]:
+            if hasattr(r, "prompt"):
+                prompt_hashes[name] = hashlib.sha256(r.prompt(cold_requests([0], [0])).encode()).hexdigest()[:16]
+    model = rater_kw.get("path") or getattr(rater_kw.get("model"), "name_or_path", None) or rater_kw.get("model_name")
+    settings = {
+        "dataset": str(ds.path),
+        "domain": ds.domain,
+        "rater": rater,
+        "model": str(model) if model else None,
+        "scale": scale,
+        "seed": seed,
+        "suite": list(suite),
+        "sizes": sizes,
+        "prompt_hashes": prompt_hashes,
+        "rater_options": {k: v for k, v in rater_kw.items() if isinstance(v, (str, int, float, bool))},
+    }
+    write_report(out, results, settings)
+    return {"settings": settings, "results": results, "out": str(out)}

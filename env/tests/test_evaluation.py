@@ -1,0 +1,99 @@
+"""The fidelity suite (issue 11): it tells a good rater from a random one, its similarity metric matches a
+hand computation, the command writes a report whose table has every case, and SmolLM2 runs it all."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from suber_env.cli import app
+from suber_env.evaluation import evaluate, item_normalised_histogram, similarity
+from suber_env_testdata import _write, build_movies, synthetic_items, synthetic_users
+from typer.testing import CliRunner
+
+
+@pytest.fixture(scope="module")
+def rated_movies(tmp_path_factory):
+    """The synthetic movies with a ratings.parquet skewed to high ratings (MovieLens half-star scale)."""
+    rng = np.random.default_rng(3)
+    n = 600
+    users, desc = synthetic_users(12)
+    ratings = pa.table(
+        {
+            "user_id": pa.array(rng.integers(0, 12, n), pa.int32()),
+            "item_id": pa.array(rng.integers(0, 40, n), pa.int32()),
+            "rating": pa.array(rng.choice([3.0, 3.5, 4.0, 4.5, 5.0], n), pa.float32()),
+            "timestamp": pa.array(np.arange(n), pa.int64()),
+        }
+    )
+    tables = {
+        "items.parquet": synthetic_items(40),
+        "users.parquet": users,
+        "user_descriptions.parquet": desc,
+        "ratings.parquet": ratings,
+    }
+    return _write(tmp_path_factory.mktemp("ev") / "movies", tables)
+
+
+def test_similarity_equals_hand_computation():
+    values = np.array([2.0, 4.0])
+    # item 0 rated 2 and 4 -> [0.5, 0.5]; item 1 rated 4 twice -> [0, 1]; averaged: [0.25, 0.75]
+    h = item_normalised_histogram(np.array([0, 0, 1, 1]), np.array([2.0, 4.0, 4.0, 4.0]), values)
+    assert np.allclose(h, [0.25, 0.75])
+    assert similarity(np.array([1.0, 1.0]), h) == pytest.approx(0.75)  # 1 - (0.25 + 0.25) / 2
+    assert similarity(h, h) == pytest.approx(1.0)
+
+
+def test_oracle_beats_random_control(rated_movies, tmp_path):
+    res = evaluate(rated_movies, "oracle", tmp_path / "rep", pairs=300)["results"]
+    o, r = res["oracle"], res["random"]
+    for case in ("genre", "high_low"):
+        assert o[case]["score"] >= 0.65, (case, o[case]["detail"])
+        assert 0.25 <= r[case]["score"] <= 0.55, (case, r[case]["detail"])  # chance: 0.3 (>= 8) and 0.5 (<= 5)
+        assert o[case]["ci"][0] > r[case]["ci"][1]  # the intervals separate the two raters
+    # real ratings are 6-10 on 1-10: the oracle (vote-centred) is closer to them than uniform guessing
+    assert r["similarity"]["score"] == pytest.approx(0.5, abs=0.12)
+    assert 0.0 < o["similarity"]["score"] <= 1.0
+    metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
+    assert metrics["settings"]["seed"] == 0 and metrics["results"]["oracle"]["genre"]["n"] > 0
+    assert (tmp_path / "rep" / "genre.png").stat().st_size > 1000
+
+
+def test_command_report_table_has_every_case(rated_movies, tmp_path):
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(app, ["evaluate", str(rated_movies), "--out", str(out), "--pairs", "100"])
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in (out / "report.md").read_text().splitlines() if ln.startswith("| ")]
+    body = {ln.split("|")[1].strip(): ln for ln in rows[1:]}
+    for title in ("Genre preference", "High / low raters", "Similarity to real ratings"):
+        cells = body[title].split("|")[2:4]  # oracle, random
+        assert all(re.fullmatch(r"\s*[01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\]\s*", c) for c in cells), body[title]
+
+
+def test_command_rejects_unknown_case(rated_movies, tmp_path):
+    r = CliRunner().invoke(app, ["evaluate", str(rated_movies), "--out", str(tmp_path), "--suite", "sagas"])
+    assert r.exit_code != 0 and "unknown test case" in r.output
+
+
+@pytest.mark.slow
+def test_smollm2_runs_whole_suite(smollm2, tmp_path):
+    model, tok = smollm2
+    folder = build_movies(tmp_path / "movies", n_items=20, n_users=4)
+    res = evaluate(
+        folder,
+        "transformers",
+        tmp_path / "rep",
+        genre_items=1,
+        max_genres=2,
+        high_low_personas=1,
+        high_low_items=3,
+        pairs=10,
+        model=model,
+        tokenizer=tok,
+    )
+    for case in ("genre", "high_low"):
+        assert 0.0 <= res["results"]["transformers"][case]["score"] <= 1.0
+    assert "Genre preference" in (tmp_path / "rep" / "report.md").read_text()
