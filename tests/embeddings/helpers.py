@@ -65,6 +65,8 @@ def items_table(records: list[dict]) -> pa.Table:
         "original_language": [r.get("original_language") for r in records],
         "ml_rating_count": [0] * n,
         "ml_rating_mean": [None] * n,
+        "collection_id": [(r.get("belongs_to_collection") or {}).get("id") for r in records],
+        "collection_name": [(r.get("belongs_to_collection") or {}).get("name") for r in records],
     }
     return pa.Table.from_pydict(columns, schema=MOVIE_ITEMS)
 
