@@ -103,7 +103,8 @@ def build_tmdb(
     release = get_release(release_name)
     enabled = client is not None
     language = client.language if client else None
-    fp = fingerprint("tmdb", SCHEMA_VERSION, movielens_result.fingerprint, enabled, language)
+    # The output schema is part of the key: a new column must not be served from an older cached table.
+    fp = fingerprint("tmdb", SCHEMA_VERSION, str(_DETAILS), movielens_result.fingerprint, enabled, language)
     work = _work_dir("tmdb", fp)
     if (done := _done(work)) is not None:
         return StepResult("tmdb", fp, True, done["counts"], work)
@@ -195,7 +196,7 @@ def build_items(
 ) -> StepResult:
     tmdb_done = _done(tmdb.path) or {}
     enabled = bool(tmdb_done.get("enabled"))
-    fp = fingerprint("items", SCHEMA_VERSION, ml.fingerprint, tmdb.fingerprint)
+    fp = fingerprint("items", SCHEMA_VERSION, str(MOVIE_ITEMS), ml.fingerprint, tmdb.fingerprint)
     if step_is_current(dataset_dir, "items", fp):
         return StepResult("items", fp, True, read_manifest(dataset_dir)["steps"]["items"]["counts"], dataset_dir)
     links = ml.path / "ml_links.parquet"

@@ -141,3 +141,19 @@ def test_sources_and_info_commands(env, monkeypatch):
     assert info.exit_code == 0 and "items.parquet" in info.output
     missing = runner.invoke(app, ["info", str(env / "nowhere")])
     assert missing.exit_code == 1 and "no manifest.json" in missing.output
+
+
+def test_cached_tmdb_table_is_rebuilt_when_its_schema_grows(env, monkeypatch):
+    """A column added to the TMDB details table must not be served from a cache written before it."""
+    import pyarrow as pa
+
+    from suber_data.movies import corpus
+
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    ml = corpus.build_movielens("sample", progress=False)
+    first = corpus.build_tmdb(ml, "sample", None, progress=False)
+    assert corpus.build_tmdb(ml, "sample", None, progress=False).skipped
+    monkeypatch.setattr(corpus, "_DETAILS", corpus._DETAILS.append(pa.field("new_column", pa.string())))
+    second = corpus.build_tmdb(ml, "sample", None, progress=False)
+    assert not second.skipped and second.fingerprint != first.fingerprint
+    assert "new_column" in duckdb.sql(f"SELECT * FROM '{second.path / 'tmdb_details.parquet'}'").columns
