@@ -21,6 +21,7 @@ demo: venv
 	SUBER_DATA_OFFLINE=1 HF_HUB_OFFLINE=1 $(BIN)/suber-data build movies --release sample \
 		--users 8 --llm smollm2 --embedding-model minilm --data-dir data
 	$(BIN)/suber-data info data/movies/sample
+	$(BIN)/suber-env episode data/movies/sample --steps 8 --seed 0
 
 test: venv
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest

@@ -86,9 +86,10 @@ def _write(folder: Path, tables: dict) -> Path:
     return folder
 
 
-def _users(n: int, rng) -> tuple[pa.Table, pa.Table]:
-    liked = [rng.choice(GENRES, 4, replace=False).tolist() for _ in range(n)]
-    disliked = [[g for g in rng.choice(GENRES, 3, replace=False).tolist() if g not in lk] for lk in liked]
+def _users(n: int, rng, genres: list[str] = GENRES) -> tuple[pa.Table, pa.Table]:
+    """Synthetic users whose tastes are drawn from ``genres`` (the items' genres: one vocabulary)."""
+    liked = [rng.choice(genres, 4, replace=False).tolist() for _ in range(n)]
+    disliked = [[g for g in rng.choice(genres, 3, replace=False).tolist() if g not in lk] for lk in liked]
     sex = rng.choice(["M", "F"], n).tolist()
     age = rng.integers(16, 75, n)
     jobs, hobbies = rng.choice(JOBS, n).tolist(), rng.choice(HOBBIES, n).tolist()
@@ -188,7 +189,7 @@ def tmdb_dataset(folder: Path, n_users: int = 64, seed: int = 0) -> Path:
                 "vote_average": pa.array(rng.uniform(4, 8, n), pa.float32()),
             }
         )
-    users, descs = _users(n_users, rng)
+    users, descs = _users(n_users, rng, sorted({g for gl in items["genres"].to_pylist() for g in gl}))
     return _write(folder, {"items.parquet": items, "users.parquet": users, "user_descriptions.parquet": descs})
 
 

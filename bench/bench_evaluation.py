@@ -7,6 +7,8 @@ against the same requests one at a time (``distribution_one_by_one``), same Smol
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -18,9 +20,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "env" / "tests"))
 
 
+def build_sample(data: Path) -> Path:
+    """The packaged sample release, built offline by the real builder (41 movies, 8 users)."""
+    env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "suber_data.cli.main", "build", "movies", "--release", "sample", "--users", "8"]
+    cmd += ["--llm", "template", "--embedding-model", "minilm", "--data-dir", str(data)]
+    subprocess.run(cmd, check=True, env=env, capture_output=True)
+    return data / "movies" / "sample"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ratings", type=int, default=32, help="requests rated by each path")
+    ap.add_argument("--dataset", type=Path, help="a built dataset folder (default: build the sample release offline)")
     args = ap.parse_args()
 
     import conftest  # the SmolLM2 locator the env tests use
@@ -28,7 +40,6 @@ def main() -> None:
     from suber_env import load_dataset, make_rater
     from suber_env.evaluation.personas import genre_persona, write_persona_dataset
     from suber_env.evaluation.stats import cold_requests
-    from suber_env_testdata import build_movies
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     d = conftest.smollm2_dir()
@@ -36,7 +47,7 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=conftest.SMOLLM2_GGUF, dtype=torch.float32)
 
     with tempfile.TemporaryDirectory() as tmp:
-        ds = load_dataset(build_movies(Path(tmp) / "movies"))
+        ds = load_dataset(args.dataset or build_sample(Path(tmp)))
         g = ds.genre_vocab
         personas = [genre_persona(g[i], [g[(i + 1) % len(g)], g[(i + 2) % len(g)]], ds.domain) for i in range(len(g))]
         pds = write_persona_dataset(ds, personas, Path(tmp) / "personas")

@@ -1,4 +1,6 @@
-"""suber_env keeps its own copy of the artifact columns it reads; check it agrees with suber_data's."""
+"""suber_env keeps its own copy of the artifact columns it reads; check it agrees with suber_data's: names,
+types and nullability, the env's own validator run on the builder's schemas, and a folder built by the real
+builder validated file by file by both sides."""
 
 from __future__ import annotations
 
@@ -12,9 +14,18 @@ import pytest
 if importlib.util.find_spec("suber_env") is None:  # not installed: use the checkout (pip install -e env)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "env"))
 
-from suber_env import _schema  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from suber_env import _read, _schema  # noqa: E402
 
 from suber_data.artifacts import schemas  # noqa: E402
+from tests.test_seam import build_sample  # noqa: E402
+
+MIRRORS = {  # file -> (the env's copy, the builder's schema)
+    "items.parquet": (_schema.MOVIE_ITEM_COLUMNS, schemas.MOVIE_ITEMS),
+    "users.parquet": (_schema.USER_COLUMNS, schemas.USERS),
+    "user_descriptions.parquet": (_schema.USER_DESCRIPTION_COLUMNS, schemas.USER_DESCRIPTIONS),
+    "ratings.parquet": (_schema.RATING_COLUMNS, schemas.RATINGS),
+}
 
 
 def test_schema_version_matches():
@@ -65,3 +76,56 @@ def test_book_items_when_the_contract_defines_them():
     for name, (typ, _required) in _schema.BOOK_ITEM_COLUMNS.items():
         idx = contract.get_field_index(name)
         assert idx >= 0 and contract.field(idx).type.equals(typ), name
+
+
+@pytest.mark.parametrize("file", sorted(MIRRORS))
+def test_env_validator_accepts_the_builder_schema(file):
+    """The env's own column check (the one load_dataset runs) passes on exactly what the builder writes,
+    and every column the builder guarantees non-null that the env requires is required there too."""
+    copy, contract = MIRRORS[file]
+    _read.check_columns(Path(file), contract, copy, "fix")
+    for name, (_typ, required) in copy.items():
+        if required:
+            assert not contract.field(name).nullable, f"{file}: {name} required by the env, nullable in the contract"
+
+
+def test_env_validator_rejects_a_changed_type():
+    """The same check fails, naming file and field, when the builder's type drifts."""
+    drifted = schemas.USERS.set(schemas.USERS.get_field_index("age"), pa.field("age", pa.string()))
+    with pytest.raises(_read.DatasetError, match=r"users\.parquet: field 'age' has type string"):
+        _read.check_columns(Path("users.parquet"), drifted, _schema.USER_COLUMNS, "fix")
+
+
+def test_env_reads_embeddings_of_the_builder_schema(tmp_path):
+    schema = schemas.embedding_schema("item_id", 4)
+    table = pa.table(
+        {
+            "item_id": pa.array([0, 1], pa.int32()),
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array([1, 0, 0, 0, 0, 3, 4, 0], pa.float32()), 4),
+            "text_hash": ["a", "b"],
+        }
+    ).cast(schema)
+    pq.write_table(table, tmp_path / "item_embeddings.parquet")
+    mat = _read.read_item_embeddings(tmp_path, 2)
+    assert mat.shape == (2, 4) and mat[1].tolist() == pytest.approx([0, 0.6, 0.8, 0])
+
+
+@pytest.fixture(scope="module")
+def built_sample(tmp_path_factory) -> Path:
+    return build_sample(tmp_path_factory.mktemp("contract"), "template")
+
+
+def test_a_built_folder_validates(built_sample):
+    """Each file of a folder the real builder wrote has the builder's schema and passes the env's checks;
+    the env reads its descriptions and embeddings."""
+    for file, (copy, contract) in MIRRORS.items():
+        written = pq.read_schema(built_sample / file)
+        assert written.remove_metadata().equals(contract), f"{file}: written schema differs from the contract"
+        _read.check_columns(built_sample / file, written, copy, "fix")
+    ids = pq.read_table(built_sample / "users.parquet")["user_id"].to_numpy()
+    assert all(_read.read_descriptions(built_sample, ids))  # the template backend describes every user
+    n = pq.read_metadata(built_sample / "items.parquet").num_rows
+    emb = pq.read_schema(built_sample / "item_embeddings.parquet")
+    assert emb.field(_schema.EMBEDDING_COLUMN).type.equals(schemas.embedding_schema("item_id", 384).field(1).type)
+    assert _read.read_item_embeddings(built_sample, n).shape == (n, 384)
+    assert _read.read_manifest(built_sample, verify=True)["schema_version"] == _schema.SCHEMA_VERSION

@@ -39,6 +39,21 @@ def test_definitions_load_with_jobs_and_checks():
     assert len(CHECKS) >= 5
 
 
+def test_cli_selection_comes_from_the_asset_graph_and_defaults_from_the_resources():
+    from suber_data.cli.run import BuildOptions, resources_for, wanted_assets
+
+    graph = defs.resolve_asset_graph()
+    only_items = wanted_assets(BuildOptions("movies", "sample", "d", only="items"), graph)
+    assert only_items == ["movielens_release", "tmdb_details", "items", "catalog"]
+    described = wanted_assets(BuildOptions("movies", "sample", "d", only="descriptions"), graph)
+    assert described[-1] == "catalog" and described.index("users") < described.index("user_descriptions")
+    # unset CLI options leave the UI's defaults in place: one default per setting
+    cli, ui = resources_for(BuildOptions("movies", "sample", "d")), default_resources()
+    for name in ("users", "llm", "embedder"):
+        assert cli[name].model_dump() == ui[name].model_dump(), name
+    assert resources_for(BuildOptions("movies", "sample", "d", llm="template", seed=7))["llm"].seed == 7
+
+
 def test_materialize_writes_the_same_dataset_as_the_cli(offline):
     storage = StorageResource(data_dir=str(offline / "dagster"), release="sample")
     result = dg.materialize(
@@ -138,3 +153,17 @@ def test_dagster_dev_lists_assets_and_runs_the_movie_job(offline):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_domain_plugs_in_by_its_corpus_step():
+    from suber_data.pipelines.domains import DomainSpec, domain_assets, domain_definitions
+
+    @dg.asset(name="items", group_name="books")
+    def book_items() -> None: ...
+
+    graph = domain_definitions(DomainSpec("books", [book_items])).resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert {"items", "users", "catalog"} <= keys and "movielens_release" not in keys
+    assert dg.AssetKey("items") in graph.get(dg.AssetKey("users")).parent_keys
+    with pytest.raises(ValueError, match="keyed 'items'"):
+        domain_assets(DomainSpec("books", []))

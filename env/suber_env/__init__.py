@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from .config import EnvConfig
 from .core import SCALES, Scale
 from .dataset import Dataset, DatasetError, load_dataset
 from .env import SuberEnv, SuberVectorEnv
 from .prompts import PromptBuilder
-from .rater import OpenAIRater, OracleRater, Rater, Requests, TransformersRater, make_rater
+from .raters import OpenAIRater, OracleRater, Rater, Ratings, Requests, TransformersRater, make_rater
 
 __all__ = [
     "SCALES",
     "Dataset",
     "DatasetError",
+    "EnvConfig",
     "OpenAIRater",
     "OracleRater",
     "PromptBuilder",
     "Rater",
+    "Ratings",
     "Requests",
     "Scale",
     "SuberEnv",

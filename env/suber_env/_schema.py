@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ratings.user_id renamed source_user_id
 
 ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])
 
@@ -56,7 +56,7 @@ USER_DESCRIPTION_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
 }
 
 RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
-    "user_id": (pa.int32(), True),
+    "source_user_id": (pa.int32(), True),
     "item_id": (pa.int32(), True),
     "rating": (pa.float32(), True),
 }
@@ -71,9 +71,9 @@ FILES = {
     "ratings.parquet": RATING_COLUMNS,
 }
 
-# ratings.parquet (books): Kaggle user ids are strings, so user_id differs from the movies' RATING_COLUMNS.
+# ratings.parquet (books): Kaggle user ids are strings, so source_user_id differs from the movies' RATING_COLUMNS.
 BOOK_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
-    "user_id": (pa.string(), True),
+    "source_user_id": (pa.string(), True),
     "item_id": (pa.int32(), True),
     "rating": (pa.float32(), True),
 }

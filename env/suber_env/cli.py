@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from .episode import episode
+
 app = typer.Typer(
     name="suber-env",
     help="Evaluate raters and train recommenders on suber-data dataset folders.",
@@ -13,14 +15,15 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
-    """Keeps `suber-env COMMAND` a command group whatever number of subcommands is registered."""
+def _group() -> None:
+    """Evaluate raters, train recommenders and play episodes on suber-data dataset folders."""
 
 
 # Subcommand modules register after the app exists.
 from .evaluate_cmd import evaluate_command  # noqa: E402
 from .training import cli as _training_cli  # noqa: E402
 
+app.command("episode")(episode)
 app.command("evaluate")(evaluate_command)
 app.command("train")(_training_cli.train_cmd)
 app.command("eval-policy")(_training_cli.eval_policy_cmd)

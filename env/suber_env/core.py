@@ -166,9 +166,9 @@ def perturb(r: np.ndarray, kind: str, keys, steps, lo: float, hi: float, sigma: 
     if kind == "none":
         return r.astype(np.float64)
     if kind == "gaussian":
-        noise = sigma * normals(keys, steps, 3, 4)
+        noise = sigma * normals(keys, steps, STREAM_PERTURB, STREAM_PERTURB2)
     elif kind == "greedy":
-        u = uniforms(keys, steps, 3)
+        u = uniforms(keys, steps, STREAM_PERTURB)
         noise = np.where(u < 0.1, -1.0, np.where(u < 0.9, 0.0, 1.0))
     else:
         raise ValueError(f"unknown perturbation {kind!r}; choose one of {PERTURBATIONS}")
@@ -190,7 +190,7 @@ def shape(
         shaped = np.clip(np.floor(r * decay), lo, hi)
         return np.where(first, r, shaped).astype(np.float64), no_term
     if kind == "random_watch":
-        keep = uniforms(keys, steps, 5) < decay
+        keep = uniforms(keys, steps, STREAM_SHAPING) < decay
         return np.where(first | keep, r, 0.0).astype(np.float64), no_term
     if kind == "repeat_terminate":
         return np.where(first, r, 0.0).astype(np.float64), ~first

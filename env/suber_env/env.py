@@ -13,11 +13,8 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from gymnasium.vector.utils import batch_space
 
+from .config import EnvConfig
 from .core import (
-    PERTURBATIONS,
-    RETRIEVALS,
-    REWARD_MODES,
-    SHAPINGS,
     STREAM_RATING,
     STREAM_TERMINATE,
     Memory,
@@ -29,15 +26,16 @@ from .core import (
     uniforms,
 )
 from .dataset import Dataset, load_dataset
-from .rater import Rater, Requests, make_rater
+from .raters import Rater, Requests, make_rater
 
 DEFAULT_SCALE = {"movies": "0-9", "books": "1-5"}
 
 
-def _draw_episode(rng: np.random.Generator, n_users: int) -> tuple[int, int]:
-    """One draw per episode from the env's generator: (random user, 63-bit key of the episode's numbers)."""
+def _draw_episode(rng: np.random.Generator, pool: np.ndarray) -> tuple[int, int]:
+    """One draw per episode from the env's generator: (random user of the pool, 63-bit key of the
+    episode's numbers)."""
     a, key = rng.bit_generator.random_raw(2).tolist()  # two raw 64-bit words: cheaper than integers()
-    return a % n_users, key >> 1
+    return int(pool[a % len(pool)]), key >> 1
 
 
 def _as_dataset(dataset, domain: str | None) -> Dataset:
@@ -51,44 +49,25 @@ def _as_dataset(dataset, domain: str | None) -> Dataset:
 class _Core:
     """State and step logic for ``n`` environment slots, vectorised over slots."""
 
-    def __init__(
-        self,
-        ds: Dataset,
-        rater: Rater,
-        n: int,
-        *,
-        history: int,
-        retrieval: str,
-        k: int,
-        reward_mode: str,
-        perturbation: str,
-        sigma: float,
-        shaping: str,
-        q: float,
-        p_terminate: float,
-        eval_mode: bool,
-        eval_steps: int,
-        item_vector: bool,
-        max_episode_steps: int | None,
-    ):
-        for name, val, allowed in (
-            ("retrieval", retrieval, RETRIEVALS),
-            ("reward_mode", reward_mode, REWARD_MODES),
-            ("perturbation", perturbation, PERTURBATIONS),
-            ("shaping", shaping, SHAPINGS),
-        ):
-            if val not in allowed:
-                raise ValueError(f"{name}={val!r} is not one of {allowed}")
-        if retrieval == "embedding":
+    def __init__(self, ds: Dataset, rater: Rater, n: int, config: EnvConfig):
+        if config.retrieval == "embedding":
             ds.require("item_embeddings", "retrieval='embedding'")
         ds.require("users", "the environment (each episode is one user)")
-        self.ds, self.rater, self.n = ds, rater, n
+        self.ds, self.rater, self.n, self.config = ds, rater, n, config
+        self.user_pool = _user_pool(ds, rater)
         self.scale = rater.scale
         self.values = np.asarray(self.scale.values, np.float64)
-        self.retrieval, self.k, self.reward_mode = retrieval, k, reward_mode
-        self.perturbation, self.sigma, self.shaping, self.q = perturbation, sigma, shaping, q
-        self.p_terminate, self.eval_mode, self.eval_steps = p_terminate, eval_mode, eval_steps
-        self.max_episode_steps, self.item_vector = max_episode_steps, item_vector
+        history = config.history
+        self.retrieval, self.k, self.reward_mode = config.retrieval, config.k, config.reward_mode
+        self.perturbation, self.sigma, self.shaping, self.q = (
+            config.perturbation,
+            config.sigma,
+            config.shaping,
+            config.q,
+        )
+        self.p_terminate, self.eval_mode, self.eval_steps = config.p_terminate, config.eval_mode, config.eval_steps
+        self.max_episode_steps, self.item_vector = config.max_episode_steps, config.item_vector
+        retrieval, k, item_vector = config.retrieval, config.k, config.item_vector
         self.mem = Memory(n, ds.n_items, history, recent=k if retrieval == "recent" else 0)
         self.users = np.zeros(n, np.int64)
         self.keys = np.zeros(n, np.uint64)
@@ -138,17 +117,15 @@ class _Core:
         return o
 
     def _rate(self, req: Requests) -> tuple[np.ndarray, np.ndarray | None]:
-        """The rater's distributions and, when they were gathered from a table of rows (the oracle's
-        ``last_rows``), their sampling CDFs gathered likewise from CDFs computed once per table (row by
-        row, so the same numbers as computing them for the batch)."""
-        probs = self.rater.distribution(req)
-        last = getattr(self.rater, "last_rows", None)
-        if self.reward_mode != "sample" or last is None or last[0] is not probs:
-            return probs, None
-        table = self.rater.table
-        if self._cdf_of is not table:
-            self._cdf, self._cdf_of = sampling_cdf(table), table
-        return probs, self._cdf[last[1]]
+        """The rater's distributions and, when the rater gathered them from a table of rows (the oracle),
+        their sampling CDFs gathered likewise from CDFs computed once per table (row by row, so the same
+        numbers as computing them for the batch)."""
+        ratings = self.rater.rate(req)
+        if self.reward_mode != "sample" or ratings.table is None:
+            return ratings.probs, None
+        if self._cdf_of is not ratings.table:
+            self._cdf, self._cdf_of = sampling_cdf(ratings.table), ratings.table
+        return ratings.probs, self._cdf[ratings.rows]
 
     def step(self, actions: np.ndarray):
         m = self.mem
@@ -193,40 +170,33 @@ class _Core:
         return reward, terminated, truncated, info
 
 
-_CORE_DEFAULTS = dict(
-    history=10,
-    retrieval="recent",
-    k=3,
-    reward_mode="sample",
-    perturbation="none",
-    sigma=0.5,
-    shaping="exp_decay",
-    q=0.1,
-    p_terminate=0.025,
-    eval_mode=False,
-    eval_steps=11,
-    item_vector=True,
-    max_episode_steps=None,
-)
+def _user_pool(ds: Dataset, rater: Rater) -> np.ndarray:
+    """The user rows episodes are drawn from: all users, or for a rater that reads descriptions only the
+    described ones (a dataset may lack some descriptions; ``load_dataset`` warns how many)."""
+    if not getattr(rater, "reads_descriptions", False):
+        return np.arange(ds.n_users)
+    ds.require("descriptions", f"the {rater.name} rater (it puts each user's description in the prompt)")
+    if not len(ds.described_users):
+        raise ValueError(f"{ds.path / 'user_descriptions.parquet'}: no user has a description; rebuild descriptions")
+    return ds.described_users
 
 
-def _build(dataset, domain, rater, rater_kwargs, n, options) -> _Core:
+def _build(dataset, domain, rater, rater_kwargs, n, config: EnvConfig | None, options: dict) -> _Core:
     ds = _as_dataset(dataset, domain)
+    config = (config or EnvConfig()).with_options(options)
     if isinstance(rater, str):
         kw = dict(rater_kwargs or {})
         kw.setdefault("scale", DEFAULT_SCALE[ds.domain])
         rater = make_rater(rater, ds, **kw)
-    unknown = set(options) - set(_CORE_DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown environment option(s) {sorted(unknown)}; known: {sorted(_CORE_DEFAULTS)}")
-    return _Core(ds, rater, n, **{**_CORE_DEFAULTS, **options})
+    return _Core(ds, rater, n, config)
 
 
 class SuberEnv(gym.Env):
     """One simulated user per episode; the action is an item index; the reward is the rater's rating
-    (perturbed and shaped). Options: see ``_CORE_DEFAULTS`` (retrieval "none"/"recent"/"embedding"/
-    "features", reward_mode "sample"/"argmax"/"expected", perturbation, shaping, p_terminate, eval_mode...).
-    Texts are not in the observation: use ``prompt()``, ``user_text()``, ``item_title()`` or ``info``."""
+    (perturbed and shaped). Options: ``config=EnvConfig(...)`` and/or its field names as keyword
+    arguments (see ``EnvConfig``). Episodes draw users from ``user_pool``: all users, or the described
+    ones for a rater that reads descriptions. Texts are not in the observation: use ``prompt()``,
+    ``user_text()``, ``item_title()`` or ``info``."""
 
     metadata = {"render_modes": ["ansi"]}
 
@@ -237,9 +207,11 @@ class SuberEnv(gym.Env):
         rater_kwargs: dict | None = None,
         domain: str | None = None,
         render_mode: str | None = None,
+        config: EnvConfig | None = None,
         **options,
     ):
-        self.core = _build(dataset, domain, rater, rater_kwargs, 1, options)
+        self.core = _build(dataset, domain, rater, rater_kwargs, 1, config, options)
+        self.config, self.user_pool = self.core.config, self.core.user_pool
         self.ds, self.rater = self.core.ds, self.core.rater
         self.observation_space = self.core.observation_space
         self.action_space = self.core.action_space
@@ -255,7 +227,7 @@ class SuberEnv(gym.Env):
         options = options or {}
         if seed is not None:
             self._eval_next = 0
-        user_draw, key = _draw_episode(self.np_random, self.ds.n_users)
+        user_draw, key = _draw_episode(self.np_random, self.user_pool)
         if "user" in options:
             user = int(options["user"])
         elif "user_id" in options:
@@ -264,7 +236,7 @@ class SuberEnv(gym.Env):
                 raise ValueError(f"user_id {options['user_id']} is not in {self.ds.path / 'users.parquet'}")
             user = int(hits[0])
         elif self.core.eval_mode:
-            user = self._eval_next % self.ds.n_users
+            user = int(self.user_pool[self._eval_next % len(self.user_pool)])
             self._eval_next += 1
         else:
             user = user_draw
@@ -286,8 +258,7 @@ class SuberEnv(gym.Env):
 
     def user_text(self, user: int | None = None) -> str:
         u = int(self.core.users[0] if user is None else user)
-        self.ds.require("descriptions", "user_text()")
-        return self.ds.descriptions[u]
+        return self.ds.description(u, "user_text()")
 
     def item_title(self, item: int) -> str:
         return self.ds.titles[int(item)]
@@ -329,9 +300,11 @@ class SuberVectorEnv(gym.vector.VectorEnv):
         rater_kwargs: dict | None = None,
         domain: str | None = None,
         copy: bool = True,
+        config: EnvConfig | None = None,
         **options,
     ):
-        self.core = _build(dataset, domain, rater, rater_kwargs, num_envs, options)
+        self.core = _build(dataset, domain, rater, rater_kwargs, num_envs, config, options)
+        self.config, self.user_pool = self.core.config, self.core.user_pool
         self.copy = copy
         self.ds, self.rater = self.core.ds, self.core.rater
         self.num_envs = num_envs
@@ -345,12 +318,12 @@ class SuberVectorEnv(gym.vector.VectorEnv):
     def _start(self, slots: np.ndarray) -> None:
         users, keys = [], []
         for i in slots:
-            u, k = _draw_episode(self._rngs[i], self.ds.n_users)
+            u, k = _draw_episode(self._rngs[i], self.user_pool)
             users.append(u)
             keys.append(k)
         users = np.array(users, np.int64)
         if self.core.eval_mode:
-            users = self._eval_next[slots] % self.ds.n_users
+            users = self.user_pool[self._eval_next[slots] % len(self.user_pool)]
             self._eval_next[slots] += self.num_envs
         self.core.start(slots, users, np.array(keys, np.uint64))
 

@@ -8,8 +8,6 @@ from importlib import resources
 
 from .core import Scale
 
-PARTS = ("system", "examples", "persona", "history", "item", "genres", "people", "vote", "seen", "question", "answer")
-
 
 def load_template(domain: str) -> dict:
     text = resources.files("suber_env").joinpath("templates", f"{domain}.toml").read_text(encoding="utf-8")
@@ -134,13 +132,13 @@ class PromptBuilder:
 
 def dataset_persona(pb: PromptBuilder, ds, user: int) -> str:
     sex = "M" if ds.sex[user] == 0 else "F"
-    return pb.persona(ds.first_names[user], sex, int(ds.age[user]), ds.descriptions[user])
+    return pb.persona(ds.first_names[user], sex, int(ds.age[user]), ds.description(user, "the LLM rater"))
 
 
 def dataset_query(pb: PromptBuilder, ds, user: int, item: int, hist_items, hist_ratings, seen: int) -> tuple[str, str]:
     """(user message, answer prefix) for a dataset user (row index) and item (action index)."""
     ds.require("users", "the LLM rater")
-    ds.require("descriptions", "the LLM rater (it puts each user's description in the prompt)")
+    description = ds.description(user, "the LLM rater (it puts each user's description in the prompt)")
     sex = "M" if ds.sex[user] == 0 else "F"
     name, age = ds.first_names[user], int(ds.age[user])
     history = [(ds.titles[int(h)], float(r)) for h, r in zip(hist_items, hist_ratings, strict=True) if h >= 0]
@@ -148,7 +146,7 @@ def dataset_query(pb: PromptBuilder, ds, user: int, item: int, hist_items, hist_
         name=name,
         sex=sex,
         age=age,
-        description=ds.descriptions[user],
+        description=description,
         history=history,
         title=ds.titles[item],
         year=int(ds.years[item]),

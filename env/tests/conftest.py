@@ -1,8 +1,12 @@
-"""Fixtures: small dataset folders (built by suber_env_testdata) and the real SmolLM2-135M-Instruct."""
+"""Fixtures: the packaged sample built once by the real suber-data builder (every env test that needs a
+movies dataset runs on it), and the real SmolLM2-135M-Instruct."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,12 +16,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 if importlib.util.find_spec("suber_env") is None:  # not installed: use the checkout (pip install -e env)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suber_env_testdata import build_movies  # noqa: E402
-
 
 @pytest.fixture(scope="session")
 def movies_dir(tmp_path_factory) -> Path:
-    return build_movies(tmp_path_factory.mktemp("ds") / "movies")
+    """data/movies/sample as `suber-data build movies --release sample --users 8 --llm template
+    --embedding-model minilm` writes it (offline, in a subprocess): 41 movies, 8 users, all described."""
+    if importlib.util.find_spec("suber_data") is None:
+        pytest.skip("suber_data is not installed: the env tests run on folders built by the real builder")
+    data = tmp_path_factory.mktemp("built")
+    cmd = "from suber_data.cli.main import app; app()"
+    args = ["build", "movies", "--release", "sample", "--users", "8", "--llm", "template"]
+    args += ["--embedding-model", "minilm", "--data-dir", str(data)]
+    env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "SUBER_DATA_CACHE": str(data / "cache")}
+    env.pop("SUBER_DATA_MIRROR", None)
+    run = subprocess.run(
+        [sys.executable, "-c", cmd, *args], env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return data / "movies" / "sample"
+
+
+@pytest.fixture
+def movies_copy(movies_dir, tmp_path) -> Path:
+    """A private copy of the built sample, for tests that change or remove its files."""
+    return Path(shutil.copytree(movies_dir, tmp_path / "sample", ignore=shutil.ignore_patterns("*.duckdb", "*.png")))
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,6 @@
-"""Small dataset folders built with pyarrow, following the artifact contract (schema version 1).
+"""What only a constructed fixture can give: a books folder (no books builder exists yet), the real TMDB
+saga records with their Sentence-T5 embeddings, hand-made rating requests and tiny random-weight LMs.
+Every other env test runs on the sample built by the real suber-data builder (conftest.movies_dir).
 
 A module with a unique name (not conftest) so that tests import it unambiguously."""
 
@@ -15,11 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from suber_env._schema import SCHEMA_VERSION
 
 if importlib.util.find_spec("suber_env") is None:  # not installed: use the checkout (pip install -e env)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "suber" / "movies"
+if not SHARED.exists():  # a worktree under /work/wt/NAME: the shared data sits beside the main checkout
+    SHARED = Path("/work/shared/data/suber/movies")
 ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])
 GENRES = [
     "action",
@@ -44,7 +49,7 @@ def _write(folder: Path, tables: dict[str, pa.Table], domain: str = "movies") ->
         data = (folder / name).read_bytes()
         meta[name] = {"rows": t.num_rows, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "step": "t"}
     manifest = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "tool": "suber_env tests",
         "domain": domain,
         "sources": {},
@@ -53,29 +58,6 @@ def _write(folder: Path, tables: dict[str, pa.Table], domain: str = "movies") ->
     }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
-
-
-def synthetic_items(n: int, seed: int = 0) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    genres = [sorted(rng.choice(GENRES, size=rng.integers(1, 4), replace=False).tolist()) for _ in range(n)]
-    actors = [
-        [{"name": f"Actor {rng.integers(0, 30)}", "gender": str(rng.choice(["M", "F", "unknown"]))} for _ in range(2)]
-        for _ in range(n)
-    ]
-    return pa.table(
-        {
-            "item_id": pa.array(np.arange(n), pa.int32()),
-            "movielens_id": pa.array(np.arange(n) + 1, pa.int32()),
-            "title": [f"Film {i}" for i in range(n)],
-            "year": pa.array(rng.integers(1950, 2024, n), pa.int16()),
-            "overview": [f"A {g[0]} story number {i}." for i, g in enumerate(genres)],
-            "genres": pa.array(genres, pa.list_(pa.string())),
-            "actors": pa.array(actors, pa.list_(ACTOR)),
-            "director": [f"Director {rng.integers(0, 8)}" for _ in range(n)],
-            "vote_average": pa.array(np.round(rng.uniform(3, 9, n), 1), pa.float32()),
-            "ml_rating_count": pa.array(np.ones(n), pa.int32()),
-        }
-    )
 
 
 def synthetic_users(n: int, seed: int = 1) -> tuple[pa.Table, pa.Table]:
@@ -123,29 +105,17 @@ def synthetic_users(n: int, seed: int = 1) -> tuple[pa.Table, pa.Table]:
     return users, desc
 
 
-def embeddings(n: int, d: int = 8, seed: int = 2) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    e = rng.normal(size=(n, d)).astype(np.float32)
-    e /= np.linalg.norm(e, axis=1, keepdims=True)
-    return pa.table(
-        {
-            "item_id": pa.array(np.arange(n), pa.int32()),
-            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(e.ravel(), pa.float32()), d),
-            "text_hash": ["h"] * n,
-        }
-    )
-
-
-def build_movies(
-    folder: Path, n_items: int = 40, n_users: int = 12, with_embeddings: bool = True, with_descriptions: bool = True
-) -> Path:
-    users, desc = synthetic_users(n_users)
-    tables = {"items.parquet": synthetic_items(n_items), "users.parquet": users}
-    if with_descriptions:
-        tables["user_descriptions.parquet"] = desc
-    if with_embeddings:
-        tables["item_embeddings.parquet"] = embeddings(n_items)
-    return _write(folder, tables)
+def rewrite_table(folder: Path, name: str, table: pa.Table | None) -> None:
+    """Replace (or with None remove) one table of a built folder and keep manifest.json's entry true, as a
+    rebuild would; for tests that need a variant of the built sample."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if table is None:
+        (folder / name).unlink()
+        del manifest["tables"][name]
+    else:
+        pq.write_table(table, folder / name)
+        manifest["tables"][name]["sha256"] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
 def build_tmdb_sagas(folder: Path) -> tuple[Path, dict]:
@@ -186,6 +156,10 @@ def build_tmdb_sagas(folder: Path) -> tuple[Path, dict]:
     )
     emb = np.array([lit(r["overview_embedding"]) for r in rows], np.float32)
     users, desc = synthetic_users(4)
+    genres = sorted({g for gl in items["genres"].to_pylist() for g in gl})
+    for column, terms in (("liked", genres[:2]), ("disliked", genres[-2:])):  # one vocabulary with the items
+        terms_column = pa.array([terms] * 4, users[column].type)
+        users = users.set_column(users.schema.get_field_index(column), column, terms_column)
     tables = {
         "items.parquet": items,
         "users.parquet": users,

@@ -29,9 +29,11 @@ def _books(folder):
         }
     )
     users, desc = synthetic_users(6)
-    users = users.set_column(
-        users.schema.get_field_index("liked"), "liked", pa.array([["fiction", "fantasy"]] * 6, pa.list_(pa.string()))
-    )
+    # one vocabulary: the users' tastes are among the books' categories
+    for column, terms in (("liked", ["fiction", "fantasy"]), ("disliked", ["humor"])):
+        users = users.set_column(
+            users.schema.get_field_index(column), column, pa.array([terms] * 6, pa.list_(pa.string()))
+        )
     m = _write(
         folder, {"items.parquet": items, "users.parquet": users, "user_descriptions.parquet": desc}, domain="books"
     )

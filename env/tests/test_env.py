@@ -20,7 +20,7 @@ from suber_env.core import (
     shape,
 )
 from suber_env.prompts import dataset_query
-from suber_env_testdata import build_movies
+from suber_env_testdata import rewrite_table
 
 
 def test_check_env_passes(movies):
@@ -95,9 +95,9 @@ def test_vector_env_rates_each_step_in_one_batch(movies):
     calls = []
 
     class CountingOracle(suber_env.OracleRater):
-        def distribution(self, req):
+        def rate(self, req):  # the env's one entry point into a rater
             calls.append(len(req))
-            return super().distribution(req)
+            return super().rate(req)
 
     venv = SuberVectorEnv(5, movies, rater=CountingOracle(movies))
     venv.reset(seed=0)
@@ -199,8 +199,10 @@ def test_reward_modes():
     assert np.mean(s == 3.0) == pytest.approx(sp[0, 2], abs=0.01)
 
 
-def test_missing_parts_are_named(tmp_path):
-    ds = load_dataset(build_movies(tmp_path / "m", with_embeddings=False, with_descriptions=False))
+def test_missing_parts_are_named(movies_copy):
+    for name in ("item_embeddings.parquet", "user_descriptions.parquet"):
+        rewrite_table(movies_copy, name, None)
+    ds = load_dataset(movies_copy)
     with pytest.raises(DatasetError, match=r"item_embeddings\.parquet"):
         SuberEnv(ds, retrieval="embedding")
     with pytest.raises(DatasetError, match=r"user_descriptions\.parquet"):

@@ -7,35 +7,16 @@ import json
 import re
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from suber_env.cli import app
 from suber_env.evaluation import evaluate, item_normalised_histogram, similarity
-from suber_env_testdata import _write, build_movies, synthetic_items, synthetic_users
 from typer.testing import CliRunner
 
 
 @pytest.fixture(scope="module")
-def rated_movies(tmp_path_factory):
-    """The synthetic movies with a ratings.parquet skewed to high ratings (MovieLens half-star scale)."""
-    rng = np.random.default_rng(3)
-    n = 600
-    users, desc = synthetic_users(12)
-    ratings = pa.table(
-        {
-            "user_id": pa.array(rng.integers(0, 12, n), pa.int32()),
-            "item_id": pa.array(rng.integers(0, 40, n), pa.int32()),
-            "rating": pa.array(rng.choice([3.0, 3.5, 4.0, 4.5, 5.0], n), pa.float32()),
-            "timestamp": pa.array(np.arange(n), pa.int64()),
-        }
-    )
-    tables = {
-        "items.parquet": synthetic_items(40),
-        "users.parquet": users,
-        "user_descriptions.parquet": desc,
-        "ratings.parquet": ratings,
-    }
-    return _write(tmp_path_factory.mktemp("ev") / "movies", tables)
+def rated_movies(movies_dir):
+    """The sample as the real builder writes it: 41 movies, 8 described users, the release's real ratings."""
+    return movies_dir
 
 
 def test_similarity_equals_hand_computation():
@@ -54,8 +35,10 @@ def test_oracle_beats_random_control(rated_movies, tmp_path):
         assert o[case]["score"] >= 0.65, (case, o[case]["detail"])
         assert 0.25 <= r[case]["score"] <= 0.55, (case, r[case]["detail"])  # chance: 0.3 (>= 8) and 0.5 (<= 5)
         assert o[case]["ci"][0] > r[case]["ci"][1]  # the intervals separate the two raters
-    # real ratings are 6-10 on 1-10: the oracle (vote-centred) is closer to them than uniform guessing
-    assert r["similarity"]["score"] == pytest.approx(0.5, abs=0.12)
+    # a uniform guesser's expected score is 1 - TVD(uniform, the real item-normalised histogram)
+    real = np.asarray(r["similarity"]["detail"]["real_histogram"])
+    expected = similarity(np.ones_like(real), real)
+    assert r["similarity"]["score"] == pytest.approx(expected, abs=0.08)
     assert 0.0 < o["similarity"]["score"] <= 1.0
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
     assert metrics["settings"]["seed"] == 0 and metrics["results"]["oracle"]["genre"]["n"] > 0
@@ -79,11 +62,10 @@ def test_command_rejects_unknown_case(rated_movies, tmp_path):
 
 
 @pytest.mark.slow
-def test_smollm2_runs_whole_suite(smollm2, tmp_path):
+def test_smollm2_runs_whole_suite(smollm2, movies_dir, tmp_path):
     model, tok = smollm2
-    folder = build_movies(tmp_path / "movies", n_items=20, n_users=4)
     res = evaluate(
-        folder,
+        movies_dir,
         "transformers",
         tmp_path / "rep",
         genre_items=1,

@@ -106,7 +106,13 @@ def test_openai_backend_in_vector_env_and_missing_labels(movies, server):
     with pytest.raises(RuntimeError, match="top 1 log-probabilities"):
         # with only the single best token returned, no label is among the log-probabilities
         narrow.distribution(
-            Requests(np.arange(12) % 12, np.arange(12), np.full((12, 0), -1), np.zeros((12, 0)), np.zeros(12, int))
+            Requests(
+                np.arange(12) % movies.n_users,
+                np.arange(12),
+                np.full((12, 0), -1),
+                np.zeros((12, 0)),
+                np.zeros(12, int),
+            )
         )
 
 

@@ -1,4 +1,4 @@
-"""Artifact schemas, atomic writers, the manifest and the DuckDB catalog."""
+"""Artifact schemas, atomic writers, the manifest, the step contract and the DuckDB catalog."""
 
 from suber_data.artifacts.catalog import CATALOG, build_catalog
 from suber_data.artifacts.io import atomic_path, conform, write_json, write_parquet
@@ -10,6 +10,7 @@ from suber_data.artifacts.manifest import (
     sha256_file,
     step_is_current,
 )
+from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 
 __all__ = [
     "CATALOG",
@@ -20,8 +21,11 @@ __all__ = [
     "fingerprint",
     "read_manifest",
     "record_step",
+    "run_step",
     "sha256_file",
     "step_is_current",
+    "StepRecord",
+    "StepResult",
     "write_json",
     "write_parquet",
 ]

@@ -13,6 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from suber_data.artifacts.io import atomic_path
+from suber_data.artifacts.manifest import fingerprint, read_manifest
+from suber_data.artifacts.schemas import SCHEMA_VERSION
+from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 
 CATALOG = "catalog.duckdb"
 
@@ -40,3 +43,13 @@ def build_catalog(dataset_dir: str | Path) -> dict[str, int]:
                 con.execute(f'CREATE TABLE "{table}" AS SELECT {_select_list(path)} FROM read_parquet(?)', [str(path)])
                 counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
     return counts
+
+
+def build_dataset_catalog(dataset_dir: str | Path) -> StepResult:
+    """The catalog step of any domain: rebuilt when a table of the manifest changed."""
+    dataset_dir = Path(dataset_dir)
+    parts = sorted((name, entry.get("sha256")) for name, entry in read_manifest(dataset_dir).get("tables", {}).items())
+    fp = fingerprint("catalog", SCHEMA_VERSION, parts)
+    return run_step(
+        dataset_dir, "catalog", fp, lambda: StepRecord(counts=build_catalog(dataset_dir)), also_needs=[CATALOG]
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ratings.user_id renamed source_user_id
 
 ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])  # gender: "M", "F" or "unknown"
 
@@ -39,7 +39,8 @@ MOVIE_ITEMS = pa.schema(
 
 RATINGS = pa.schema(
     [
-        pa.field("user_id", pa.int32(), nullable=False),  # the source's user id (MovieLens userId)
+        pa.field("source_user_id", pa.int32(), nullable=False),  # a real person of the source (MovieLens userId),
+        # named apart from users.user_id (synthetic users): a join on user_id would pair unrelated people
         pa.field("item_id", pa.int32(), nullable=False),
         pa.field("rating", pa.float32(), nullable=False),
         pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),  # DuckDB's native TIMESTAMPTZ
@@ -117,10 +118,10 @@ BOOK_ITEMS = pa.schema(
     ]
 )
 
-# Kaggle user ids are strings ("AVCGYZL8FQQTD"), so book ratings differ from RATINGS in user_id's type.
+# Kaggle user ids are strings ("AVCGYZL8FQQTD"), so book ratings differ from RATINGS in source_user_id's type.
 BOOK_RATINGS = pa.schema(
     [
-        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("source_user_id", pa.string(), nullable=False),
         pa.field("item_id", pa.int32(), nullable=False),
         pa.field("rating", pa.float32(), nullable=False),
         pa.field("timestamp", pa.timestamp("us", tz="UTC")),  # review/time; absent in some rows

@@ -2,19 +2,19 @@
 
 Same shape as suber_data/movies/corpus.py: each step takes the release's files (a StepResult) and the
 dataset folder, returns a StepResult, and records itself in the manifest; a step whose fingerprint matches
-what was built does no work. The catalog step is the movies' one (it is domain-free).
+what was built does no work. The catalog step is shared by every domain (artifacts/catalog.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from suber_data import settings
 from suber_data.artifacts import fingerprint, read_manifest, record_step, sha256_file, step_is_current, write_json
+from suber_data.artifacts.catalog import build_dataset_catalog
 from suber_data.artifacts.schemas import SCHEMA_VERSION
+from suber_data.artifacts.steps import StepResult, cache_step_done, cache_work_dir
 from suber_data.books.profiles import build_book_tables
 from suber_data.errors import InputError
-from suber_data.movies.corpus import StepResult, _done, build_dataset_catalog
 from suber_data.sources import Release, extract_zip, fetch, get_release, register
 from suber_data.sources.kaggle import fetch_kaggle
 
@@ -40,8 +40,8 @@ def build_kaggle(release_name: str, *, progress: bool | None = None) -> StepResu
     """Fetch, verify and extract a books release; the result's path holds books_data.csv and Books_rating.csv."""
     release = get_release(release_name)
     fp = fingerprint("kaggle-books", SCHEMA_VERSION, release.url, release.sha256 or release.md5)
-    work = settings.cache_dir() / "work" / "kaggle-books" / fp
-    if (done := _done(work)) is not None:
+    work = cache_work_dir("kaggle-books", fp)
+    if (done := cache_step_done(work)) is not None:
         return StepResult("kaggle-books", fp, True, done["counts"], work)
     archive = (
         fetch_kaggle(release, progress=progress) if release.meta.get("kaggle") else fetch(release, progress=progress)
@@ -71,7 +71,7 @@ def build_items_and_ratings(
             f"release '{release_name}': no book is left after the {profile!r} filtering ({counts}); "
             "check that books_data.csv and Books_rating.csv come from the same Kaggle dataset"
         )
-    sources = (_done(kaggle.path) or {}).get("source", {})
+    sources = (cache_step_done(kaggle.path) or {}).get("source", {})
     record_step(
         dataset_dir,
         "items",

@@ -58,18 +58,21 @@ def build_movies(
         Path | None, typer.Option(help="Root of built datasets [env SUBER_DATA_DIR, default ./data].")
     ] = None,
     no_tmdb: Annotated[bool, typer.Option("--no-tmdb", help="Skip TMDB: a MovieLens-only item table.")] = False,
-    tmdb_rate: Annotated[float, typer.Option(help="TMDB requests per second.")] = 40.0,
+    tmdb_rate: Annotated[float | None, typer.Option(help="TMDB requests per second [resource default: 40].")] = None,
     only: Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")] = None,
     users: Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")] = 0,
-    seed: Annotated[int, typer.Option(help="Seed of every sampled and generated artifact.")] = 42,
-    profile: Annotated[Profile, typer.Option(help="census (default) or suber (SUBER-exact sampling).")] = (
-        Profile.census
-    ),
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of every sampled and generated artifact [resource defaults].")
+    ] = None,
+    profile: Annotated[
+        Profile | None, typer.Option(help="census (the resource default) or suber (SUBER-exact sampling).")
+    ] = None,
     suber_lists: Annotated[
         Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")
     ] = None,
     llm: Annotated[
-        str | None, typer.Option(help="Write user descriptions with: transformers, openai, smollm2, template.")
+        str | None,
+        typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
     ] = None,
     model: Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")] = None,
     llm_base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
@@ -92,7 +95,7 @@ def build_movies(
         only=only.value if only else None,
         users=users,
         seed=seed,
-        profile=profile.value,
+        profile=profile.value if profile else None,
         suber_lists=str(suber_lists) if suber_lists else None,
         llm=llm,
         model=model,

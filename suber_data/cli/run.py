@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from suber_data.errors import SuberDataError
-from suber_data.movies.tmdb import DEFAULT_BASE_URL
 from suber_data.pipelines import definitions
 from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
 
@@ -24,15 +23,17 @@ ONLY_TARGETS = {
 
 @dataclass
 class BuildOptions:
+    """What the user typed; ``None`` means "not set": the resource's own default applies (as in the UI)."""
+
     domain: str
     release: str
     data_dir: str
     tmdb: bool = True
-    tmdb_rate: float = 40.0
+    tmdb_rate: float | None = None
     only: str | None = None
-    users: int = 0
-    seed: int = 42
-    profile: str = "census"
+    users: int | None = None
+    seed: int | None = None
+    profile: str | None = None
     suber_lists: str | None = None
     llm: str | None = None
     model: str | None = None
@@ -40,67 +41,51 @@ class BuildOptions:
     embedding_model: str | None = None
 
 
+def _set(**options) -> dict:
+    return {k: v for k, v in options.items() if v is not None}
+
+
 def resources_for(o: BuildOptions) -> dict:
-    llm = LLMResource(backend=o.llm or "template", model=o.model, base_url=o.llm_base_url, seed=o.seed)
+    """The UI's resources (pipelines.resources) with only the options the user set put over their defaults."""
+    tmdb = _set(rate_limit=o.tmdb_rate, base_url=os.environ.get("TMDB_BASE_URL") or None)
+    users = _set(count=o.users or None, seed=o.seed, profile=o.profile, suber_lists=o.suber_lists)
+    llm = _set(backend=o.llm, model=o.model, base_url=o.llm_base_url, seed=o.seed)
     return {
         "storage": StorageResource(data_dir=o.data_dir, domain=o.domain, release=o.release),
-        "tmdb": TMDBResource(
-            enabled=o.tmdb, rate_limit=o.tmdb_rate, base_url=os.environ.get("TMDB_BASE_URL") or DEFAULT_BASE_URL
-        ),
-        "users": UsersResource(count=o.users or 600, seed=o.seed, profile=o.profile, suber_lists=o.suber_lists),
-        "llm": llm,
-        "embedder": EmbedderResource(model=o.embedding_model) if o.embedding_model else EmbedderResource(),
+        "tmdb": TMDBResource(enabled=o.tmdb, **tmdb),
+        "users": UsersResource(**users),
+        "llm": LLMResource(**llm),
+        "embedder": EmbedderResource(**_set(model=o.embedding_model)),
     }
 
 
-def wanted_assets(o: BuildOptions, available: set[str]) -> list[str]:
-    """The asset keys this build runs: the corpus, plus the steps the options ask for, then the catalog."""
-    wanted = ["movielens_release", "tmdb_details", "items", "ratings"]
+def wanted_assets(o: BuildOptions, graph) -> list[str]:
+    """The asset keys this build runs, in graph order: the steps asked for and everything upstream of them
+    in the Dagster asset graph (the one the UI shows), then the catalog. ``--only`` keeps its target's
+    upstream only."""
+    available = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    targets = ["ratings"]
     if o.users or o.only in ("users", "descriptions"):
-        wanted.append("users")
+        targets.append("users")
     if o.llm or o.only == "descriptions":
-        wanted += ["users", "user_descriptions"]
+        targets.append("user_descriptions")
     if o.embedding_model or o.only == "embeddings":
-        wanted.append("item_embeddings")
-        if "user_descriptions" in wanted:
-            wanted.append("user_embeddings")
+        targets.append("item_embeddings")
+        if "user_descriptions" in targets:
+            targets.append("user_embeddings")
     if o.only:
-        wanted = _upstream_closure(ONLY_TARGETS[o.only], wanted)
-    missing = [k for k in wanted if k not in available]
+        targets = [t for t in ONLY_TARGETS[o.only] if t in targets or t == ONLY_TARGETS[o.only][0]]
+    missing = [k for k in targets if k not in available]
     if missing:
         raise SuberDataError(f"this installation has no step for {missing}; steps available: {sorted(available)}")
-    return [*dict.fromkeys(wanted), "catalog"]
-
-
-_UPSTREAM = {
-    "tmdb_details": ["movielens_release"],
-    "items": ["tmdb_details"],
-    "ratings": ["items"],
-    "user_descriptions": ["users"],
-    "item_embeddings": ["items"],
-    "user_embeddings": ["user_descriptions"],
-}
-
-
-def _upstream_closure(targets: list[str], wanted: list[str]) -> list[str]:
-    keep: list[str] = []
-
-    def visit(key: str) -> None:
-        for parent in _UPSTREAM.get(key, []):
-            visit(parent)
-        if key not in keep:
-            keep.append(key)
-
-    for target in targets:
-        if target in wanted or target in ("items", "users", "user_descriptions", "item_embeddings"):
-            visit(target)
-    return keep
+    chosen = dg.AssetSelection.assets(*targets).upstream().resolve(graph)
+    ordered = [key.to_user_string() for key in graph.toposorted_asset_keys if key in chosen]
+    return [*ordered, "catalog"]
 
 
 def run_build(o: BuildOptions, *, console: Console, out: Console) -> dg.ExecuteInProcessResult:
     assets, checks = definitions.ASSETS, definitions.CHECKS
-    available = {key.to_user_string() for a in assets for key in a.keys}
-    keys = wanted_assets(o, available)
+    keys = wanted_assets(o, definitions.defs.resolve_asset_graph())
     console.print(f"[bold]building[/] {o.domain}/{o.release} -> {o.data_dir}: {', '.join(keys)}")
     logging.getLogger("dagster").setLevel(logging.WARNING)
     result = dg.materialize(
@@ -143,11 +128,12 @@ def _report(result: dg.ExecuteInProcessResult, o: BuildOptions, out: Console) ->
     evaluations = result.get_asset_check_evaluations()
     if evaluations:
         checks = Table(title="checks")
-        for column in ("asset", "check", "result"):
+        for column in ("asset", "check", "result", "what"):
             checks.add_column(column)
-        for ev in evaluations:
+        for ev in evaluations:  # the library's CheckOutcomes, as the Dagster run recorded them
             mark = "[green]passed[/]" if ev.passed else "[red]FAILED[/]"
-            checks.add_row(ev.asset_key.to_user_string(), ev.check_name, mark)
+            what = ev.metadata.get("description")
+            checks.add_row(ev.asset_key.to_user_string(), ev.check_name, mark, what.value if what else "")
         out.print(checks)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from suber_data.artifacts.io import write_parquet
-from suber_data.artifacts.manifest import fingerprint, record_step, step_is_current
+from suber_data.artifacts.manifest import fingerprint
 from suber_data.artifacts.schemas import embedding_schema
+from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 from suber_data.embeddings.cache import VectorCache, text_hashes, vectors_to_arrow
 from suber_data.embeddings.models import Embedder
 from suber_data.embeddings.recipes import item_texts, user_texts
@@ -32,31 +33,21 @@ USER_EMBEDDINGS = "user_embeddings.parquet"
 
 
 @dataclass
-class EmbeddingResult:
-    """What one build did: ``embedded`` distinct texts went through the model, ``reused`` rows did not."""
+class EmbeddingResult(StepResult):
+    """The step result plus the reuse figures: ``embedded`` distinct texts went through the model."""
 
-    path: Path
-    total: int  # rows (items or users) with a vector
-    unique_texts: int  # distinct texts among them
-    embedded: int  # distinct texts encoded by the model in this build
-    reused: int  # rows whose vector came from the cache or from an identical text (total - embedded)
-    dimension: int
-    seconds: float
-    up_to_date: bool  # nothing changed since the last build: the file was left as it was
-    model: dict[str, Any]
+    total: int = 0  # rows (items or users) with a vector
+    unique_texts: int = 0  # distinct texts among them
+    embedded: int = 0  # distinct texts encoded by the model in this build
+    reused: int = 0  # rows whose vector came from the cache or from an identical text (total - embedded)
+    dimension: int = 0
+    seconds: float = 0.0
+    model: dict[str, Any] = field(default_factory=dict)
 
-    def counts(self) -> dict[str, int]:
-        return {
-            "total": self.total,
-            "unique_texts": self.unique_texts,
-            "embedded": self.embedded,
-            "reused": self.reused,
-        }
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["path"] = str(self.path)
-        return out
+    @property
+    def up_to_date(self) -> bool:
+        """Nothing changed since the last build: the file was left as it was."""
+        return self.skipped
 
 
 def embed_texts(
@@ -153,39 +144,38 @@ def _build(
     out = dataset_dir / out_name
     hashes = text_hashes(texts)
     fp = fingerprint(step, embedder.model_id, embedder.revision, recipe, _digest(ids, hashes))
-    if not force and step_is_current(dataset_dir, step, fp):
-        meta = pq.read_metadata(out)
-        dim = pq.read_schema(out).field("embedding").type.list_size
-        return EmbeddingResult(
-            out,
-            meta.num_rows,
-            len(pc.unique(hashes)),
-            0,
-            meta.num_rows,
-            dim,
-            time.perf_counter() - start,
-            True,
-            _model_info(embedder, cache, dim),
+
+    def build() -> StepRecord:
+        vectors, new_hashes, counts = embed_texts(texts, embedder, cache, hashes=hashes)
+        dim = int(vectors.shape[1])
+        if not np.isfinite(vectors).all():
+            raise InputError(
+                f"{out}: the model '{embedder.model_id}' produced NaN or infinite vectors; check the model"
+            )
+        table = pa.table({id_column: ids, "embedding": vectors_to_arrow(vectors), "text_hash": new_hashes})
+        write_parquet(table, out, embedding_schema(id_column, dim))
+        model = _model_info(embedder, cache, dim)
+        return StepRecord(
+            counts=counts,
+            tables=[out_name],
+            settings={"model": embedder.model_id, "recipe": recipe},
+            models={"embedding": model},
+            extra={"recipe": recipe, "dimension": dim, "normalisation": model.get("normalisation")},
         )
-    vectors, hashes, counts = embed_texts(texts, embedder, cache, hashes=hashes)
-    dim = int(vectors.shape[1])
-    if not np.isfinite(vectors).all():
-        raise InputError(f"{out}: the model '{embedder.model_id}' produced NaN or infinite vectors; check the model")
-    table = pa.table({id_column: ids, "embedding": vectors_to_arrow(vectors), "text_hash": hashes})
-    write_parquet(table, out, embedding_schema(id_column, dim))
-    model = _model_info(embedder, cache, dim)
-    record_step(
-        dataset_dir,
-        step,
-        fingerprint=fp,
-        settings={"model": embedder.model_id, "recipe": recipe},
-        tables=[out_name],
-        counts=counts,
-        models={"embedding": model},
-        extra={"recipe": recipe, "dimension": dim, "normalisation": model.get("normalisation")},
-    )
+
+    result = run_step(dataset_dir, step, fp, build, force=force)
+    if result.skipped:  # nothing went through the model: every row is reused
+        rows = pq.read_metadata(out).num_rows
+        figures = {"total": rows, "unique_texts": len(pc.unique(hashes)), "embedded": 0, "reused": rows}
+    else:
+        figures = {k: result.counts[k] for k in ("total", "unique_texts", "embedded", "reused")}
+    dim = pq.read_schema(out).field("embedding").type.list_size
     return EmbeddingResult(
-        out, dimension=dim, seconds=time.perf_counter() - start, up_to_date=False, model=model, **counts
+        **{**vars(result), "path": out},  # the step's file, not the dataset folder
+        **figures,
+        dimension=dim,
+        seconds=time.perf_counter() - start,
+        model=_model_info(embedder, cache, dim),
     )
 
 

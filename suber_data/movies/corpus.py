@@ -1,4 +1,4 @@
-"""The movie corpus, step by step: MovieLens release -> TMDB details -> items -> ratings -> catalog.
+"""The movie corpus, step by step: MovieLens release -> TMDB details -> items -> ratings (then the shared catalog).
 
 Intermediate tables (parsed MovieLens, TMDB details) live in the cache under ``work/<step>/<fingerprint>``;
 only finished artifacts enter the dataset folder, so a failed build never leaves half a dataset. Every
@@ -7,8 +7,6 @@ step has a fingerprint of its inputs: when it matches what was built, the step d
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +15,14 @@ import pyarrow as pa
 
 from suber_data import duck, settings
 from suber_data.artifacts import (
-    build_catalog,
     fingerprint,
     read_manifest,
-    record_step,
     sha256_file,
-    step_is_current,
     write_json,
 )
 from suber_data.artifacts.io import atomic_path, write_parquet
 from suber_data.artifacts.schemas import MOVIE_ITEMS, SCHEMA_VERSION
+from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
 from suber_data.errors import InputError
 from suber_data.movies import movielens
 from suber_data.movies.tmdb import TMDBClient, parse_answer
@@ -46,33 +42,6 @@ SAMPLE = register(
 )
 
 
-@dataclass
-class StepResult:
-    step: str
-    fingerprint: str
-    skipped: bool
-    counts: dict[str, Any] = field(default_factory=dict)
-    path: Path | None = None
-
-    @property
-    def message(self) -> str:
-        if self.skipped:
-            return f"{self.step}: up to date, nothing to do"
-        shown = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in self.counts.items())
-        return f"{self.step}: {shown}"
-
-
-def _work_dir(step: str, fp: str) -> Path:
-    return settings.cache_dir() / "work" / step / fp
-
-
-def _done(work: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((work / "done.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
 # -- 1. the MovieLens release ---------------------------------------------------------------------------
 def movielens_fingerprint(release: Release) -> str:
     return fingerprint("movielens", SCHEMA_VERSION, release.url, release.sha256 or release.md5)
@@ -82,8 +51,8 @@ def build_movielens(release_name: str, *, progress: bool | None = None) -> StepR
     """Fetch, verify, extract and parse a MovieLens release into the work area."""
     release = get_release(release_name)
     fp = movielens_fingerprint(release)
-    work = _work_dir("movielens", fp)
-    if (done := _done(work)) is not None:
+    work = cache_work_dir("movielens", fp)
+    if (done := cache_step_done(work)) is not None:
         return StepResult("movielens", fp, True, done["counts"], work)
     archive = fetch(release, progress=progress)
     extracted = settings.cache_dir() / "extracted" / f"{release.name}-{fp}"
@@ -105,8 +74,8 @@ def build_tmdb(
     language = client.language if client else None
     # The output schema is part of the key: a new column must not be served from an older cached table.
     fp = fingerprint("tmdb", SCHEMA_VERSION, str(_DETAILS), movielens_result.fingerprint, enabled, language)
-    work = _work_dir("tmdb", fp)
-    if (done := _done(work)) is not None:
+    work = cache_work_dir("tmdb", fp)
+    if (done := cache_step_done(work)) is not None:
         return StepResult("tmdb", fp, True, done["counts"], work)
     links_path = movielens_result.path / "ml_links.parquet"
     ids: list[int] = []
@@ -194,11 +163,17 @@ ORDER BY movielens_id
 def build_items(
     dataset_dir: Path, release_name: str, ml: StepResult, tmdb: StepResult, *, tmdb_settings: dict | None = None
 ) -> StepResult:
-    tmdb_done = _done(tmdb.path) or {}
+    tmdb_done = cache_step_done(tmdb.path) or {}
     enabled = bool(tmdb_done.get("enabled"))
     fp = fingerprint("items", SCHEMA_VERSION, str(MOVIE_ITEMS), ml.fingerprint, tmdb.fingerprint)
-    if step_is_current(dataset_dir, "items", fp):
-        return StepResult("items", fp, True, read_manifest(dataset_dir)["steps"]["items"]["counts"], dataset_dir)
+    return run_step(
+        dataset_dir, "items", fp, lambda: _items(dataset_dir, release_name, ml, tmdb, enabled, tmdb_settings or {})
+    )
+
+
+def _items(
+    dataset_dir: Path, release_name: str, ml: StepResult, tmdb: StepResult, enabled: bool, tmdb_settings: dict
+) -> StepRecord:
     links = ml.path / "ml_links.parquet"
     links_sql = (
         f"read_parquet('{links}')"
@@ -233,18 +208,15 @@ def build_items(
         )
     write_parquet(table, dataset_dir / "items.parquet", MOVIE_ITEMS)
     counts = {"movies": total, "items": table.num_rows, **{f"dropped_{k}": v for k, v in dropped.items()}}
-    ml_done = _done(ml.path) or {}
-    record_step(
-        dataset_dir,
-        "items",
-        fingerprint=fp,
-        settings={"release": release_name, "tmdb": enabled, **(tmdb_settings or {})},
+    ml_done = cache_step_done(ml.path) or {}
+    return StepRecord(
+        counts=counts,
+        manifest_counts={**counts, "tmdb": tmdb.counts},
         tables=["items.parquet"],
+        settings={"release": release_name, "tmdb": enabled, **tmdb_settings},
         sources=ml_done.get("source", {}),
-        counts={**counts, "tmdb": tmdb.counts},
         header={"domain": "movies", "release": release_name},
     )
-    return StepResult("items", fp, False, counts, dataset_dir)
 
 
 # -- 4. ratings -------------------------------------------------------------------------------------------
@@ -255,33 +227,22 @@ def build_ratings(dataset_dir: Path, ml: StepResult) -> StepResult:
     if items_fp is None or not (dataset_dir / "items.parquet").exists():
         raise InputError(f"{dataset_dir}: no items.parquet yet; build the items step first (it runs before ratings)")
     fp = fingerprint("ratings", SCHEMA_VERSION, ml.fingerprint, items_fp)
-    if step_is_current(dataset_dir, "ratings", fp):
-        return StepResult("ratings", fp, True, manifest["steps"]["ratings"]["counts"], dataset_dir)
+    return run_step(dataset_dir, "ratings", fp, lambda: _ratings(dataset_dir, ml))
+
+
+def _ratings(dataset_dir: Path, ml: StepResult) -> StepRecord:
     target = dataset_dir / "ratings.parquet"
     with duckdb.connect() as con, atomic_path(target) as tmp:
         con.execute("SET preserve_insertion_order = false")
         con.execute(
             f"""COPY (
-                SELECT r.user_id, i.item_id, r.rating, r.timestamp
+                SELECT r.user_id AS source_user_id, i.item_id, r.rating, r.timestamp
                 FROM read_parquet('{ml.path / "ml_ratings.parquet"}') r
                 JOIN (SELECT item_id, movielens_id FROM read_parquet('{dataset_dir / "items.parquet"}')) i
                 USING (movielens_id)
             ) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)"""
         )
-        row = con.execute(f"SELECT count(*), count(DISTINCT user_id) FROM read_parquet('{tmp}')").fetchone()
+        row = con.execute(f"SELECT count(*), count(DISTINCT source_user_id) FROM read_parquet('{tmp}')").fetchone()
         total = con.execute(f"SELECT count(*) FROM read_parquet('{ml.path / 'ml_ratings.parquet'}')").fetchone()[0]
     counts = {"ratings": row[0], "users": row[1], "dropped_unmatched": total - row[0]}
-    record_step(dataset_dir, "ratings", fingerprint=fp, tables=["ratings.parquet"], counts=counts)
-    return StepResult("ratings", fp, False, counts, dataset_dir)
-
-
-# -- 5. catalog -------------------------------------------------------------------------------------------
-def build_dataset_catalog(dataset_dir: Path) -> StepResult:
-    manifest = read_manifest(dataset_dir)
-    parts = sorted((name, entry.get("sha256")) for name, entry in manifest.get("tables", {}).items())
-    fp = fingerprint("catalog", SCHEMA_VERSION, parts)
-    if step_is_current(dataset_dir, "catalog", fp) and (dataset_dir / "catalog.duckdb").exists():
-        return StepResult("catalog", fp, True, manifest["steps"]["catalog"]["counts"], dataset_dir)
-    counts = build_catalog(dataset_dir)
-    record_step(dataset_dir, "catalog", fingerprint=fp, counts=counts)
-    return StepResult("catalog", fp, False, counts, dataset_dir)
+    return StepRecord(counts=counts, tables=["ratings.parquet"])

@@ -2,14 +2,14 @@
 
 import dagster as dg
 
-from suber_data.movies import corpus
+from suber_data.artifacts.catalog import build_dataset_catalog
 from suber_data.pipelines.resources import StorageResource
 
 
 def catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
     @dg.asset(name="catalog", group_name="catalog", deps=upstream, description="catalog.duckdb over the Parquet files")
     def catalog(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
-        result = corpus.build_dataset_catalog(storage.dataset_dir())
+        result = build_dataset_catalog(storage.dataset_dir())
         context.log.info(result.message)
         return dg.MaterializeResult(
             metadata={"up_to_date": result.skipped, **{f"rows_{k}": v for k, v in result.counts.items()}}

@@ -5,10 +5,12 @@ import functools
 import dagster as dg
 import pyarrow.parquet as pq
 
+from suber_data.pipelines.checks import to_dagster
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
 from suber_data.users.checks import CheckResult
 from suber_data.users.plots import png_markdown
+from suber_data.users.vocabulary import check_tastes_in_items
 
 GROUP = "users"
 
@@ -32,6 +34,7 @@ def users_config(storage: StorageResource, users: UsersResource) -> B.UsersConfi
 
 @dg.asset(
     name="users",
+    deps=["items"],  # tastes are written in the items' genre vocabulary
     group_name=GROUP,
     description="Synthetic users (users.parquet): census ages and sexes, SSA/Census names, occupation rules, "
     "genre or category tastes; profile 'suber' reproduces SUBER's sampler exactly.",
@@ -57,15 +60,6 @@ def users_asset(
     return dg.MaterializeResult(metadata=metadata)
 
 
-def _as_dagster(result: CheckResult) -> dg.AssetCheckResult:
-    severity = dg.AssetCheckSeverity.WARN if result.severity == "warn" else dg.AssetCheckSeverity.ERROR
-    return dg.AssetCheckResult(
-        passed=bool(result.passed),
-        severity=severity,
-        metadata={"observed": str(result.observed), "target": str(result.target), "detail": result.detail},
-    )
-
-
 @functools.lru_cache(maxsize=4)
 def _checks_of(folder: str, mtime_ns: int, size: int) -> dict[str, CheckResult]:
     # the four checks share one evaluation per users.parquet version
@@ -76,7 +70,7 @@ def _one(storage: StorageResource, name: str) -> dg.AssetCheckResult:
     folder = storage.dataset_dir()
     stat = (folder / B.TABLE).stat() if (folder / B.TABLE).exists() else None
     results = _checks_of(str(folder), stat.st_mtime_ns if stat else 0, stat.st_size if stat else 0)
-    return _as_dagster(results[name])
+    return to_dagster(results[name].outcome())
 
 
 @dg.asset_check(asset="users", description="age-by-sex total variation distance from the census (or SUBER) target")
@@ -99,5 +93,13 @@ def users_name_duplicates(storage: StorageResource) -> dg.AssetCheckResult:
     return _one(storage, "name_duplicates")
 
 
+@dg.asset_check(asset="users", description="every liked/disliked term is a genre of the items (items.parquet)")
+def users_tastes_in_items(storage: StorageResource) -> dg.AssetCheckResult:
+    folder = storage.dataset_dir()
+    if storage.domain != "movies":  # only movie tastes are mapped onto item genres so far
+        return dg.AssetCheckResult(passed=True, metadata={"detail": f"not checked for domain '{storage.domain}'"})
+    return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet").outcome())
+
+
 assets = [users_asset]
-checks = [users_age_sex, users_like_rates, users_occupation_rules, users_name_duplicates]
+checks = [users_age_sex, users_like_rates, users_occupation_rules, users_name_duplicates, users_tastes_in_items]

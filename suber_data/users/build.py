@@ -6,7 +6,7 @@ A rebuild with the same settings and the same input files does no work (fingerpr
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from suber_data.artifacts.io import write_parquet
-from suber_data.artifacts.manifest import fingerprint, read_manifest, record_step, sha256_file, step_is_current
+from suber_data.artifacts.manifest import fingerprint, read_manifest, sha256_file
 from suber_data.artifacts.schemas import USERS
+from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 from suber_data.errors import InputError
 from suber_data.resources import source_url
 from suber_data.users import checks as C
+from suber_data.users import vocabulary
 from suber_data.users.census import AgeSexTable, CensusSpec, load_census
 from suber_data.users.lists import Lists, Prior, book_category_prior, movie_genre_prior, project_lists, suber_lists
 from suber_data.users.names import name_sources
@@ -168,12 +170,15 @@ def age_sex_target(config: UsersConfig, inputs: Inputs) -> np.ndarray:
     return target
 
 
-def run_checks(table: pa.Table, config: UsersConfig, inputs: Inputs) -> tuple[list[C.CheckResult], list[C.RateRow]]:
+def run_checks(
+    table: pa.Table, config: UsersConfig, inputs: Inputs, *, skip: set[str] = frozenset()
+) -> tuple[list[C.CheckResult], list[C.RateRow]]:
     results = [
         C.check_age_sex(table, age_sex_target(config, inputs), systematic=config.profile == "census"),
     ]
     caps = (4, 4) if config.profile == "suber" else (config.cap_liked, config.cap_disliked)
     rows = C.like_rate_rows(table, inputs.tastes, cap_liked=caps[0], cap_disliked=caps[1])
+    rows = [r for r in rows if r.name not in skip]
     results.append(C.check_like_rates(rows))
     results.append(C.check_occupation_rules(table, config.effective_rules))
     results.append(C.check_name_duplicates(table))
@@ -181,15 +186,21 @@ def run_checks(table: pa.Table, config: UsersConfig, inputs: Inputs) -> tuple[li
 
 
 @dataclass
-class UsersBuild:
-    skipped: bool
-    fingerprint: str
-    path: Path
-    message: str
-    counts: dict[str, Any] = field(default_factory=dict)
+class UsersBuild(StepResult):
+    """The step result plus what the users step shows beside its counts."""
+
     checks: list[C.CheckResult] = field(default_factory=list)
     plots: dict[str, Path] = field(default_factory=dict)
     population: Population | None = None
+
+
+def _vocabulary(dataset_dir: Path, config: UsersConfig, inputs: Inputs) -> dict[str, Any] | None:
+    """How the movie tastes map onto the genres of the dataset's items (None: no movie items to map onto)."""
+    items = dataset_dir / "items.parquet"
+    if config.domain != "movies" or not items.exists():
+        return None
+    mapped = vocabulary.map_names([str(n) for n in inputs.tastes.names], vocabulary.item_genres(items))
+    return {"source": "items.parquet genres", **mapped}
 
 
 def _fingerprint(config: UsersConfig, inputs: Inputs) -> str:
@@ -200,48 +211,43 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
     """Write ``users.parquet`` (+ plots, manifest section) into ``dataset_dir`` unless already current."""
     dataset_dir = Path(dataset_dir)
     inputs = load_inputs(config)
-    fp = _fingerprint(config, inputs)
+    vocab = _vocabulary(dataset_dir, config, inputs)
+    fp = fingerprint(_fingerprint(config, inputs), vocab)
     path = dataset_dir / TABLE
-    if not force and step_is_current(dataset_dir, STEP, fp):
-        section = read_manifest(dataset_dir)["steps"][STEP]
-        plots = {k: dataset_dir / v for k, v in section.get("plots", {}).items() if (dataset_dir / v).exists()}
-        return UsersBuild(
-            True,
-            fp,
-            path,
-            f"users: up to date ({section['counts'].get('users')} users, fingerprint {fp}); nothing to do",
-            section.get("counts", {}),
-            plots=plots,
+    built: dict[str, Any] = {}
+
+    def build() -> StepRecord:
+        started = time.perf_counter()
+        population = sample(config, inputs)
+        table = population.to_arrow()
+        sample_s = time.perf_counter() - started
+        results, rows = run_checks(table, config, inputs)  # against the prior, in the prior's names
+        write_parquet(vocabulary.apply(table, vocab["mapping"]) if vocab else table, path, USERS)
+        plots = _plots(dataset_dir, table, config, inputs, rows)
+        counts = _counts(table, population)
+        counts["sample_seconds"] = round(sample_s, 3)
+        extra: dict[str, Any] = {
+            "checks": [r.as_dict() for r in results],
+            "plots": {k: p.name for k, p in plots.items()},
+            "vocabulary": vocab or {"source": "the prior's own names (no items.parquet to map onto)"},
+        }
+        if inputs.census is not None:
+            extra["census"] = {"vintage": inputs.census.vintage, "year": inputs.census.year, **inputs.census.meta}
+        built.update(checks=results, plots=plots, population=population)
+        built["note"] = (
+            f"users: sampled {len(population):,} users ({config.profile} profile, seed {config.seed}) "
+            f"in {sample_s:.2f} s"
         )
-    started = time.perf_counter()
-    population = sample(config, inputs)
-    table = population.to_arrow()
-    sample_s = time.perf_counter() - started
-    write_parquet(table, path, USERS)
-    results, rows = run_checks(table, config, inputs)
-    plots = _plots(dataset_dir, table, config, inputs, rows)
-    counts = _counts(table, population)
-    counts["sample_seconds"] = round(sample_s, 3)
-    extra: dict[str, Any] = {
-        "checks": [r.as_dict() for r in results],
-        "plots": {k: p.name for k, p in plots.items()},
-    }
-    if inputs.census is not None:
-        extra["census"] = {"vintage": inputs.census.vintage, "year": inputs.census.year, **inputs.census.meta}
-    record_step(
-        dataset_dir,
-        STEP,
-        fingerprint=fp,
-        settings=config.settings(),
-        tables=[TABLE],
-        sources=inputs.sources,
-        counts=counts,
-        extra=extra,
-    )
-    message = (
-        f"users: sampled {len(population):,} users ({config.profile} profile, seed {config.seed}) in {sample_s:.2f} s"
-    )
-    return UsersBuild(False, fp, path, message, counts, results, plots, population)
+        return StepRecord(
+            counts=counts, tables=[TABLE], settings=config.settings(), sources=inputs.sources, extra=extra
+        )
+
+    step = run_step(dataset_dir, STEP, fp, build, force=force)
+    if step.skipped:
+        plots = {k: dataset_dir / v for k, v in step.section.get("plots", {}).items() if (dataset_dir / v).exists()}
+        note = f"users: up to date ({step.counts.get('users')} users, fingerprint {fp}); nothing to do"
+        built = {"plots": plots, "note": note}
+    return UsersBuild(step.step, fp, step.skipped, step.counts, path, step.section, **built)
 
 
 def _counts(table: pa.Table, population: Population) -> dict[str, Any]:
@@ -295,9 +301,10 @@ def check_users_dataset(dataset_dir: str | Path) -> list[C.CheckResult]:
         )
     config = UsersConfig.from_settings(section["settings"])
     table = pq.read_table(path)
-    results, _ = run_checks(table, config, load_inputs(config))
+    vocab = section.get("vocabulary", {})
+    if "mapping" in vocab:  # back to the prior's names; tastes no item has were dropped, so not checked
+        table = vocabulary.apply(table, {v: k for k, v in vocab["mapping"].items()})
+    results, _ = run_checks(table, config, load_inputs(config), skip=set(vocab.get("dropped", [])))
+    if "mapping" in vocab:
+        results.append(vocabulary.check_tastes_in_items(path, dataset_dir / "items.parquet"))
     return results
-
-
-def with_overrides(config: UsersConfig, **changes: Any) -> UsersConfig:
-    return replace(config, **{k: v for k, v in changes.items() if v is not None})

@@ -1,6 +1,7 @@
 """Checks that compare a sampled population with its targets; shared by Dagster asset checks and the CLI.
 
-Each check returns a CheckResult (name, passed, observed, target, detail, severity). The targets:
+Each check returns a CheckResult (name, passed, observed, target, detail, severity); ``outcome()`` gives
+the neutral ``CheckOutcome`` the Dagster layer converts. The targets:
 - age by sex: the census cells in the age range (census profile) or SUBER's bucket distribution with
   a fair sex coin (suber profile), compared by total variation distance (TVD);
 - like-rates: for each genre/category, the rate at which it appears in the liked (and disliked)
@@ -20,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from suber_data.artifacts.checks import CheckOutcome
 from suber_data.users.lists import Prior
 from suber_data.users.sampler import (
     APPRENTICE,
@@ -41,6 +43,16 @@ class CheckResult:
     target: Any
     detail: str
     severity: str = "error"  # "error" or "warn"
+
+    def outcome(self) -> CheckOutcome:
+        """The neutral form the Dagster layer and the CLI share."""
+        return CheckOutcome(
+            self.name,
+            bool(self.passed),
+            "warn" if self.severity == "warn" else "error",
+            self.detail,
+            {"observed": str(self.observed), "target": str(self.target)},
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {

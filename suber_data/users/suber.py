@@ -31,8 +31,6 @@ AGE_PROBS = [0.182, 0.13, 0.137, 0.131, 0.123, 0.129, 0.168]
 REFERENCE_YEAR = 2023  # the year SUBER's users were generated
 NAME_STREAM = 0x5EB
 
-VARIANTS = ("sampled", "hard", "plain")
-
 
 def suber_age_distribution() -> dict[int, float]:
     """SUBER's implied age distribution: each decade bucket's probability spread over its 10 ages."""

@@ -76,8 +76,8 @@ def test_survivors_row_by_row(tmp_path):
     assert mixed["overview"] == 'Line one\n"quoted", café — ünïcode' and mixed["year"] == 1999
     assert (twin["vote_count"], twin2["vote_count"], twin2["year"]) == (6, 6, 2010)  # 3 reviews x 2 books
     rt = pq.read_table(tmp_path / "out" / "ratings.parquet").to_pandas()
-    assert len(rt) == 5 + 6 + 3 * 2 and "" not in set(rt.user_id)
-    assert sorted(rt[rt.item_id == 3].user_id) == ["t0", "t1", "t2"]
+    assert len(rt) == 5 + 6 + 3 * 2 and "" not in set(rt.source_user_id)
+    assert sorted(rt[rt.item_id == 3].source_user_id) == ["t0", "t1", "t2"]
     assert counts["books merged by the title join"] == 1 and counts["frequent categories"] == 1
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["items.parquet", "ratings.parquet"]
 
@@ -152,5 +152,5 @@ def test_default_profile_fixes_title_merge_duplicate_reviews_and_html(tmp_path):
     assert f0["overview"] == "A bold story" and f0["vote_count"] == 5
     assert f0["vote_average"] == pytest.approx(3.8)
     rt = pq.read_table(tmp_path / "out" / "ratings.parquet").to_pandas()
-    assert rt[(rt.item_id == 0) & (rt.user_id == "u1")].rating.tolist() == [5.0]
+    assert rt[(rt.item_id == 0) & (rt.source_user_id == "u1")].rating.tolist() == [5.0]
     assert counts["items"] == 2 and counts["ratings"] == 5 + 6

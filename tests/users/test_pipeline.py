@@ -5,18 +5,25 @@ from __future__ import annotations
 import dagster as dg
 import pyarrow.parquet as pq
 
+from suber_data.pipelines import movies as movies_pipeline
 from suber_data.pipelines import users as users_pipeline
-from suber_data.pipelines.resources import StorageResource, UsersResource
+from suber_data.pipelines.resources import StorageResource, TMDBResource, UsersResource
 
 
-def test_materialize_users_with_checks(tmp_path):
+def test_materialize_users_with_checks(tmp_path, monkeypatch):
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / "cache"))
     resources = {
-        "storage": StorageResource(data_dir=str(tmp_path), domain="movies", release="test"),
+        "storage": StorageResource(data_dir=str(tmp_path), domain="movies", release="sample"),
+        "tmdb": TMDBResource(enabled=False),
         "users": UsersResource(count=2_000, seed=5, profile="census"),
     }
-    result = dg.materialize([*users_pipeline.assets, *users_pipeline.checks], resources=resources)
+    # users depend on items (their tastes are written in the items' genre names)
+    corpus = [a for a in movies_pipeline.assets if a.key.to_user_string() != "ratings"]
+    assets = [*corpus, *users_pipeline.assets, *users_pipeline.checks]
+    result = dg.materialize(assets, resources=resources)
     assert result.success
-    folder = tmp_path / "movies" / "test"
+    folder = tmp_path / "movies" / "sample"
     assert pq.read_metadata(folder / "users.parquet").num_rows == 2_000
     materialization = result.asset_materializations_for_node("users")[0]
     metadata = materialization.metadata
@@ -29,10 +36,11 @@ def test_materialize_users_with_checks(tmp_path):
         "users_like_rates",
         "users_occupation_rules",
         "users_name_duplicates",
+        "users_tastes_in_items",
     }
     assert all(e.passed for e in evaluations)
 
-    again = dg.materialize(users_pipeline.assets, resources=resources)
+    again = dg.materialize(users_pipeline.assets, resources=resources, selection=["users"])
     assert again.asset_materializations_for_node("users")[0].metadata["up_to_date"].value is True
 
 

@@ -1,0 +1,300 @@
+"""A local causal LM (transformers) as rater: one forward pass per batch reads the logits at the answer
+position, restricted to the scale's tokens. Batches are padded on the right and grouped by length; the
+shared prefix (system prompt + worked examples) and each user's persona are computed once and their
+key-value caches reused."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import get_scale
+from ..prompts import PromptBuilder
+from .base import Rater, Requests
+from .prompting import PromptRenderer, label_token_ids
+
+
+class TransformersRater(Rater):
+    """A local causal LM (transformers): ratings from one forward pass over a padded batch."""
+
+    name = "transformers"
+    reads_descriptions = True  # the env offers it only described users
+
+    def __init__(
+        self,
+        ds,
+        model,
+        tokenizer,
+        scale: str = "0-9",
+        shots: int = 2,
+        max_batch: int = 16,
+        max_batch_tokens: int = 8192,
+        share_prefix: bool = True,
+        share_persona: bool = True,
+        persona_cache_size: int = 256,
+    ):
+        from collections import OrderedDict
+
+        import torch
+
+        self.torch = torch
+        self.ds, self.model, self.tok = ds, model.eval(), tokenizer
+        self.scale = get_scale(scale)
+        self.pb = PromptBuilder(ds.domain, self.scale, shots)
+        self.render = PromptRenderer(ds, self.pb, tokenizer)
+        self.max_batch, self.max_batch_tokens, self.share_prefix = max_batch, max_batch_tokens, share_prefix
+        self.share_persona = share_persona and share_prefix
+        self.persona_cache_size = persona_cache_size
+        self._persona_kv: OrderedDict = OrderedDict()  # user -> [(k, v) per layer], (kv_heads, L_u, d)
+        self._persona_ids: dict[int, list[int]] = {}
+        probe = self.render.full("x", self.pb.answer_prefix("Ann", "F"))
+        singles, doubles, keep = label_token_ids(tokenizer, self.scale, probe)
+        self.render.keep_space = keep
+        self.label_idx = torch.tensor([i for i, _ in singles])
+        self.token_ids = torch.tensor([t for _, t in singles])
+        self.doubles = doubles  # (label, first token, second token): read with one more token step
+        self.device = next(model.parameters()).device
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.prefix_ids = tokenizer(self.render.prefix, add_special_tokens=False)["input_ids"]
+        self._prefix_cache = None
+
+    @classmethod
+    def from_pretrained(
+        cls, ds, path: str, gguf_file: str | None = None, device: str | None = None, dtype=None, **kw
+    ) -> TransformersRater:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        extra = {"gguf_file": gguf_file} if gguf_file else {}
+        tok = AutoTokenizer.from_pretrained(path, **extra)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32, **extra)
+        if device:
+            model = model.to(device)
+        return cls(ds, model, tok, **kw)
+
+    # -- token ids
+    def encode_parts(self, req: Requests) -> tuple[list[list[int]], list[list[int]]]:
+        """Token ids of each request after the shared prefix, in two parts: the user's head (chat header
+        and persona, the same for all of a user's requests) and the rest. Every path uses these ids."""
+        heads, rests = self.render.split_suffixes(req)
+        head_ids = []
+        for u, h in zip(req.users.tolist(), heads, strict=True):
+            if u not in self._persona_ids:
+                self._persona_ids[u] = self.tok(h, add_special_tokens=False)["input_ids"]
+            head_ids.append(self._persona_ids[u])
+        rest_ids = self.tok(rests, add_special_tokens=False)["input_ids"]
+        return head_ids, rest_ids
+
+    def encode(self, req: Requests) -> list[list[int]]:
+        """Token ids of each request's suffix (after the shared prefix)."""
+        heads, rests = self.encode_parts(req)
+        return [h + r for h, r in zip(heads, rests, strict=True)]
+
+    def prompt(self, req: Requests, row: int = 0) -> str:
+        return self.render.prompt(req, row)
+
+    # -- scoring
+    def _label_probs(self, logits, step2=None) -> np.ndarray:
+        """Full-vocabulary logits (B, V) -> distribution over labels (B, L), both spellings summed.
+
+        For labels spelled with two tokens (first, second), ``step2(first)`` gives the log-probabilities
+        after feeding ``first``: P(label) = P(first) P(second | first), and a one-token label equal to
+        ``first`` keeps P(first) (1 - sum of P(second | first) over those seconds)."""
+        torch = self.torch
+        dev = logits.device
+        logp_all = torch.log_softmax(logits.float(), dim=-1)
+        tok_p = logp_all[:, self.token_ids.to(dev)].double().exp()
+        for first in sorted({a for _, a, _ in self.doubles}):
+            logp2 = step2(first)
+            cont = sum(logp2[:, b].double().exp() for _, a, b in self.doubles if a == first)
+            tok_p[:, self.token_ids.to(dev) == first] *= (1.0 - cont)[:, None]
+        p = torch.zeros(logits.shape[0], self.scale.n, dtype=torch.float64, device=dev)
+        p.index_add_(1, self.label_idx.to(dev), tok_p)
+        for label, a, b in self.doubles:
+            logp2 = step2(a)
+            p[:, label] += logp_all[:, a].double().exp() * logp2[:, b].double().exp()
+        return (p / p.sum(dim=1, keepdim=True)).cpu().numpy()
+
+    def _step2(self, cache, mask, pos):
+        """A function first-token -> log-probabilities after it, continuing ``cache`` by one token per row
+        at positions ``pos`` with the 2-D ``mask`` (B, cache length) of visible cache entries."""
+        torch = self.torch
+        body, head = self._body_head()
+        memo: dict[int, object] = {}
+
+        def run(first: int):
+            if first not in memo:
+                import copy
+
+                c = copy.deepcopy(cache) if len({a for _, a, _ in self.doubles}) > 1 else cache
+                b = mask.shape[0]
+                ids = torch.full((b, 1), first, dtype=torch.long, device=self.device)
+                m = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=self.device)], dim=1)
+                with torch.inference_mode():
+                    h = body(
+                        input_ids=ids,
+                        attention_mask=m.long(),
+                        position_ids=pos[:, None],
+                        past_key_values=c,
+                        use_cache=True,
+                    ).last_hidden_state[:, -1]
+                    memo[first] = torch.log_softmax(head(h).float(), dim=-1)
+            return memo[first]
+
+        return run
+
+    def _body_head(self):
+        body = getattr(self.model, self.model.base_model_prefix)
+        return body, self.model.get_output_embeddings()
+
+    def _prefix_kv(self):
+        torch = self.torch
+        if self._prefix_cache is None:
+            body, _ = self._body_head()
+            ids = torch.tensor([self.prefix_ids], device=self.device)
+            with torch.inference_mode():
+                out = body(input_ids=ids, use_cache=True)
+            cache = out.past_key_values
+            self._prefix_cache = [(layer.keys, layer.values) for layer in cache.layers]
+        return self._prefix_cache
+
+    def _expanded_cache(self, b: int):
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        for i, (k, v) in enumerate(self._prefix_kv()):
+            cache.update(k.expand(b, -1, -1, -1).contiguous(), v.expand(b, -1, -1, -1).contiguous(), i)
+        return cache
+
+    def _padded(self, seqs: list[list[int]]):
+        torch = self.torch
+        lens = torch.tensor([len(x) for x in seqs], device=self.device)
+        ids = torch.full((len(seqs), int(lens.max())), self.pad_id, dtype=torch.long)
+        for r, x in enumerate(seqs):
+            ids[r, : len(x)] = torch.tensor(x)
+        return ids.to(self.device), lens
+
+    def _forward_batch(self, seqs: list[list[int]], with_prefix: bool) -> np.ndarray:
+        torch = self.torch
+        ids, lens = self._padded(seqs)
+        body, head = self._body_head()
+        P = len(self.prefix_ids) if with_prefix else 0
+        kwargs = {}
+        if with_prefix and P:
+            kwargs["past_key_values"] = self._expanded_cache(len(seqs))
+        # right padding: a real token never attends to the pads after it, so no mask is needed; the
+        # answer logits are read at each row's last real position
+        T = ids.shape[1]
+        mask = torch.ones((len(seqs), P + T), dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            out = body(input_ids=ids, attention_mask=mask, use_cache=bool(kwargs) or bool(self.doubles), **kwargs)
+            last = out.last_hidden_state[torch.arange(len(seqs), device=self.device), lens - 1]
+            logits = head(last)
+        step2 = None
+        if self.doubles:
+            cols = torch.arange(P + T, device=self.device)
+            visible = cols[None, :] < (P + lens)[:, None]  # hide the right padding from the extra token
+            step2 = self._step2(out.past_key_values, visible, P + lens)
+        return self._label_probs(logits, step2)
+
+    def _persona_caches(self, users: list[int], heads: list[list[int]]) -> None:
+        """Compute (on top of the shared prefix) and keep the key-value cache of users' heads not cached."""
+        torch = self.torch
+        todo = {}
+        for u, h in zip(users, heads, strict=True):
+            if u in self._persona_kv:
+                self._persona_kv.move_to_end(u)
+            else:
+                todo[u] = h
+        todo_users = list(todo)
+        for start in range(0, len(todo_users), self.max_batch):
+            chunk = todo_users[start : start + self.max_batch]
+            ids, lens = self._padded([todo[u] for u in chunk])
+            cache = self._expanded_cache(len(chunk))
+            P = len(self.prefix_ids)
+            mask = torch.ones((len(chunk), P + ids.shape[1]), dtype=torch.long, device=self.device)
+            body, _ = self._body_head()
+            with torch.inference_mode():
+                body(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+            for r, u in enumerate(chunk):
+                n = int(lens[r])
+                self._persona_kv[u] = [
+                    (layer.keys[r, :, P : P + n].clone(), layer.values[r, :, P : P + n].clone())
+                    for layer in cache.layers
+                ]
+        while len(self._persona_kv) > max(self.persona_cache_size, len(set(users))):
+            self._persona_kv.popitem(last=False)
+
+    def _forward_batch_persona(self, users: list[int], rests: list[list[int]]) -> np.ndarray:
+        """Shared prefix + each row's cached persona (padded to the longest, masked) + the rest."""
+        from transformers import DynamicCache
+
+        torch = self.torch
+        b = len(users)
+        P = len(self.prefix_ids)
+        pk = [self._persona_kv[u] for u in users]
+        plen = torch.tensor([kv[0][0].shape[1] for kv in pk], device=self.device)
+        Lmax = int(plen.max())
+        ids, lens = self._padded(rests)
+        T = ids.shape[1]
+        cache = DynamicCache(config=self.model.config)
+        for i, (k0, v0) in enumerate(self._prefix_kv()):
+            k = k0.new_zeros((b, k0.shape[1], P + Lmax, k0.shape[3]))
+            v = v0.new_zeros((b, v0.shape[1], P + Lmax, v0.shape[3]))
+            k[:, :, :P], v[:, :, :P] = k0, v0
+            for r, kv in enumerate(pk):
+                n = kv[i][0].shape[1]
+                k[r, :, P : P + n], v[r, :, P : P + n] = kv[i]
+            cache.update(k, v, i)
+        cols = torch.arange(P + Lmax + T, device=self.device)
+        mask = ~((cols[None, :] >= P + plen[:, None]) & (cols[None, :] < P + Lmax))  # hide the persona padding
+        pos = (P + plen)[:, None] + torch.arange(T, device=self.device)[None, :]
+        body, head = self._body_head()
+        with torch.inference_mode():
+            h = body(
+                input_ids=ids, attention_mask=mask.long(), position_ids=pos, past_key_values=cache, use_cache=True
+            ).last_hidden_state
+            last = h[torch.arange(b, device=self.device), lens - 1]
+            logits = head(last)
+        step2 = None
+        if self.doubles:
+            visible = mask & (cols[None, :] < (P + Lmax + lens)[:, None])  # and hide the right padding
+            step2 = self._step2(cache, visible, P + plen + lens)
+        return self._label_probs(logits, step2)
+
+    def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
+        """Group request indices by length: sort, then cut into batches under max_batch / max_batch_tokens."""
+        order = np.argsort(lengths, kind="stable")
+        out, cur, longest = [], [], 0
+        for i in order:
+            longest_new = max(longest, int(lengths[i]))
+            if cur and (len(cur) >= self.max_batch or longest_new * (len(cur) + 1) > self.max_batch_tokens):
+                out.append(np.array(cur))
+                cur, longest_new = [], int(lengths[i])
+            cur.append(i)
+            longest = longest_new
+        if cur:
+            out.append(np.array(cur))
+        return out
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        heads, rests = self.encode_parts(req)
+        out = np.zeros((len(req), self.scale.n))
+        if self.share_persona and self.prefix_ids:
+            users = req.users.tolist()
+            self._persona_caches(users, heads)
+            total = np.array([len(h) + len(r) for h, r in zip(heads, rests, strict=True)])
+            for idx in self.batches(total):
+                out[idx] = self._forward_batch_persona([users[i] for i in idx], [rests[i] for i in idx])
+            return out
+        seqs = [h + r for h, r in zip(heads, rests, strict=True)]
+        use_prefix = self.share_prefix and bool(self.prefix_ids)
+        if not use_prefix:
+            seqs = [self.prefix_ids + s for s in seqs]
+        for idx in self.batches(np.array([len(s) for s in seqs])):
+            out[idx] = self._forward_batch([seqs[i] for i in idx], with_prefix=use_prefix)
+        return out
+
+    def distribution_one_by_one(self, req: Requests) -> np.ndarray:
+        """Reference path: each request alone, the whole prompt, no cache, no padding."""
+        seqs = [self.prefix_ids + s for s in self.encode(req)]
+        return np.concatenate([self._forward_batch([s], with_prefix=False) for s in seqs])

@@ -1,0 +1,76 @@
+"""Checks of the movie corpus tables (items.parquet, ratings.parquet), as neutral ``CheckOutcome``s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from suber_data import duck
+from suber_data.artifacts.checks import CheckOutcome
+from suber_data.artifacts.io import schema_problems
+from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS
+
+ITEM_CHECKS = {
+    "items_ids_unique": "item_id is dense 0..n-1 and movielens_id unique",
+    "items_titles_present": "every item has a title",
+    "items_tmdb_coverage": "share of items enriched by TMDB (overview, cast, director)",
+    "items_schema": "items.parquet has the published schema",
+}
+RATING_CHECKS = {"ratings_valid": "ratings.parquet has the published schema and valid item ids"}
+
+
+def check_items(dataset_dir: str | Path, *, tmdb_enabled: bool) -> list[CheckOutcome]:
+    path = Path(dataset_dir) / "items.parquet"
+    items = f"read_parquet('{path}')"
+    n, distinct_items, lo, hi, distinct_ml, nulls, overview, cast, director = duck.one(
+        "SELECT count(*), count(DISTINCT item_id), min(item_id), max(item_id), count(DISTINCT movielens_id), "
+        "count(*) FILTER (WHERE title IS NULL OR title = ''), count(overview), "
+        f"count(*) FILTER (WHERE len(actors) > 0), count(director) FROM {items}"
+    )
+    share = overview / n if n else 0.0
+    problems = schema_problems(path, MOVIE_ITEMS)
+    return [
+        CheckOutcome(
+            "items_ids_unique",
+            n == distinct_items == distinct_ml and lo == 0 and hi == n - 1,
+            description=ITEM_CHECKS["items_ids_unique"],
+            metadata={"rows": n, "distinct_item_id": distinct_items},
+        ),
+        CheckOutcome(
+            "items_titles_present",
+            nulls == 0,
+            description=ITEM_CHECKS["items_titles_present"],
+            metadata={"missing_titles": nulls},
+        ),
+        # with TMDB every kept item must have an overview; without it none is expected
+        CheckOutcome(
+            "items_tmdb_coverage",
+            share == 1.0 if tmdb_enabled else True,
+            description=ITEM_CHECKS["items_tmdb_coverage"],
+            metadata={"with_overview": overview, "with_cast": cast, "with_director": director, "share": share},
+        ),
+        CheckOutcome(
+            "items_schema",
+            not problems,
+            description=ITEM_CHECKS["items_schema"],
+            metadata={"problems": "; ".join(problems) or "none"},
+        ),
+    ]
+
+
+def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
+    d = Path(dataset_dir)
+    problems = schema_problems(d / "ratings.parquet", RATINGS)
+    (orphans,) = duck.one(
+        f"SELECT count(*) FROM read_parquet('{d / 'ratings.parquet'}') r "
+        f"ANTI JOIN read_parquet('{d / 'items.parquet'}') i USING (item_id)"
+    )
+    if orphans:
+        problems.append(f"{orphans} rating(s) point to no item")
+    return [
+        CheckOutcome(
+            "ratings_valid",
+            not problems,
+            description=RATING_CHECKS["ratings_valid"],
+            metadata={"problems": "; ".join(problems) or "none"},
+        )
+    ]

@@ -1,0 +1,34 @@
+"""The one place where the library's ``CheckOutcome``s become Dagster ``AssetCheckResult``s."""
+
+from collections.abc import Callable, Iterator
+
+import dagster as dg
+
+from suber_data.artifacts.checks import CheckOutcome
+
+
+def to_dagster(outcome: CheckOutcome, asset_key: dg.AssetKey | str | None = None) -> dg.AssetCheckResult:
+    severity = dg.AssetCheckSeverity.WARN if outcome.severity == "warn" else dg.AssetCheckSeverity.ERROR
+    metadata = {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in outcome.metadata.items()}
+    if outcome.description:
+        metadata["description"] = outcome.description
+    extra = {"asset_key": asset_key, "check_name": outcome.name} if asset_key is not None else {}
+    return dg.AssetCheckResult(passed=bool(outcome.passed), severity=severity, metadata=metadata, **extra)
+
+
+def multi_check(
+    asset_key: str,
+    name: str,
+    descriptions: dict[str, str],
+    evaluate: Callable[..., list[CheckOutcome]],
+    resources: frozenset[str] = frozenset({"storage"}),
+) -> dg.AssetChecksDefinition:
+    """Checks of one asset evaluated together (one read of the data); ``evaluate(resources)`` gives the outcomes."""
+    specs = [dg.AssetCheckSpec(check, asset=asset_key, description=text) for check, text in descriptions.items()]
+
+    @dg.multi_asset_check(specs=specs, name=name, required_resource_keys=set(resources))
+    def _checks(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+        for outcome in evaluate(context.resources):
+            yield to_dagster(outcome, asset_key)
+
+    return _checks
