@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from .evaluation import SUITE, evaluate
+from .evaluation.runner import CONTROLS
 
 
 def evaluate_command(
@@ -23,6 +24,15 @@ def evaluate_command(
     high_low_personas: int = typer.Option(5, help="high raters, and as many low raters"),
     high_low_items: int = typer.Option(20, help="items each high / low persona rates"),
     pairs: int = typer.Option(500, help="random (user, item) pairs of the similarity test"),
+    collection_users: int = typer.Option(10, help="users per series in the collections test (SUBER: 100)"),
+    max_collections: int = typer.Option(None, help="at most this many series (default: every series found)"),
+    retrieval: list[str] = typer.Option(None, help="retrieval modes of the collections test (default: all)"),
+    k: int = typer.Option(3, help="past items the retrieval shows the rater"),
+    people_users: int = typer.Option(20, help="real users of ratings.parquet in the real-people test"),
+    people_holdout: int = typer.Option(10, help="held-out ratings per real user"),
+    people_history: int = typer.Option(20, help="latest training ratings put in each real user's memory"),
+    people_retrieval: str = typer.Option("recent", help="retrieval mode of the real-people test"),
+    control: list[str] = typer.Option(["random"], help=f"control raters: {' | '.join(CONTROLS)} (repeat)"),
 ) -> None:
     """Run SUBER's fidelity test cases with a rater and the random control; write metrics.json, report.md, plots."""
     kw: dict = {}
@@ -38,12 +48,21 @@ def evaluate_command(
             rater,
             out,
             tuple(suite),
-            seed,
-            genre_items,
-            max_genres,
-            high_low_personas,
-            high_low_items,
-            pairs,
+            seed=seed,
+            genre_items=genre_items,
+            max_genres=max_genres,
+            high_low_personas=high_low_personas,
+            high_low_items=high_low_items,
+            pairs=pairs,
+            collection_users=collection_users,
+            max_collections=max_collections,
+            retrievals=tuple(retrieval) if retrieval else None,
+            k=k,
+            people_users=people_users,
+            people_holdout=people_holdout,
+            people_history=people_history,
+            people_retrieval=people_retrieval,
+            controls=tuple(control),
             **kw,
         )
     except (ValueError, OSError) as e:

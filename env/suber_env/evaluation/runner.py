@@ -10,12 +10,15 @@ import numpy as np
 from suber_env import Dataset, load_dataset, make_rater
 
 from .cases import genre_preference, high_low
+from .collections import collections
+from .people import real_people
 from .personas import Persona, genre_persona
 from .report import write_report
 from .similarity import rating_similarity
-from .stats import RandomRater, cold_requests
+from .stats import EchoRater, RandomRater, cold_requests
 
-SUITE = ("genre", "high_low", "similarity")
+SUITE = ("genre", "high_low", "similarity", "collections", "people")
+CONTROLS = ("random", "echo")
 
 
 def _scale_for(ds: Dataset) -> str:
@@ -47,6 +50,32 @@ def _run(ds: Dataset, make, folder: Path, suite, seed: int, sizes: dict) -> dict
             )
         elif case == "similarity":
             out[case] = rating_similarity(ds, make, folder, rng, _dataset_personas(ds), pairs=sizes["pairs"])
+        elif case == "collections":
+            out.update(
+                collections(
+                    ds,
+                    make,
+                    folder,
+                    rng,
+                    _dataset_personas(ds),
+                    users=sizes["collection_users"],
+                    max_collections=sizes["max_collections"],
+                    retrievals=sizes["retrievals"],
+                    k=sizes["k"],
+                )
+            )
+        elif case == "people":
+            out[case] = real_people(
+                ds,
+                make,
+                folder,
+                rng,
+                users=sizes["people_users"],
+                holdout=sizes["people_holdout"],
+                history=sizes["people_history"],
+                retrieval=sizes["people_retrieval"],
+                k=sizes["k"],
+            )
     return out
 
 
@@ -61,14 +90,26 @@ def evaluate(
     high_low_personas: int = 5,
     high_low_items: int = 20,
     pairs: int = 500,
-    control: bool = True,
+    collection_users: int = 10,
+    max_collections: int | None = None,
+    retrievals: tuple[str, ...] | None = None,
+    k: int = 3,
+    people_users: int = 20,
+    people_holdout: int = 10,
+    people_history: int = 20,
+    people_retrieval: str = "recent",
+    controls: tuple[str, ...] = ("random",),
     **rater_kw,
 ) -> dict:
     """Run ``suite`` with ``rater`` (``oracle``, ``transformers`` or ``openai``; ``rater_kw`` go to
-    :func:`suber_env.make_rater`) and the random control; write metrics.json, report.md and plots to ``out``."""
+    :func:`suber_env.make_rater`) and the controls (``random``: uniform; ``echo``: the mean of the history
+    the prompt shows); write metrics.json, report.md and plots to ``out``."""
     unknown = set(suite) - set(SUITE)
     if unknown:
         raise ValueError(f"unknown test case(s) {sorted(unknown)}; choose from {', '.join(SUITE)}")
+    bad = set(controls) - set(CONTROLS)
+    if bad:
+        raise ValueError(f"unknown control(s) {sorted(bad)}; choose from {', '.join(CONTROLS)}")
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
     out = Path(out)
     scale = _scale_for(ds)
@@ -79,10 +120,20 @@ def evaluate(
         high_low_personas=high_low_personas,
         high_low_items=high_low_items,
         pairs=pairs,
+        collection_users=collection_users,
+        max_collections=max_collections,
+        retrievals=tuple(retrievals) if retrievals else None,
+        k=k,
+        people_users=people_users,
+        people_holdout=people_holdout,
+        people_history=people_history,
+        people_retrieval=people_retrieval,
     )
     raters = {rater: lambda pds: make_rater(rater, pds, **rater_kw)}
-    if control:
+    if "random" in controls:
         raters["random"] = lambda pds: RandomRater(make_rater("oracle", pds, scale=scale).scale)
+    if "echo" in controls:
+        raters["echo"] = lambda pds: EchoRater(make_rater("oracle", pds, scale=scale).scale)
     results, prompt_hashes = {}, {}
     for name, make in raters.items():
         built = []
@@ -106,6 +157,7 @@ def evaluate(
         "seed": seed,
         "suite": list(suite),
         "sizes": sizes,
+        "controls": list(controls),
         "prompt_hashes": prompt_hashes,
         "rater_options": {k: v for k, v in rater_kw.items() if isinstance(v, (str, int, float, bool))},
     }

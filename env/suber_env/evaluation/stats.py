@@ -51,3 +51,23 @@ class RandomRater(Rater):
 def thresholds(scale: Scale) -> tuple[float, float]:
     """SUBER's like / dislike thresholds: >= 8 and <= 5 on 1-10; >= 5 and <= 3 on 1-5."""
     return (8.0, 5.0) if scale.max >= 10 else (5.0, 3.0)
+
+
+class EchoRater(Rater):
+    """A second control: it reads only the history the prompt shows and answers around the mean of those
+    ratings (a discretised Gaussian of width one step), uniformly when the prompt shows none. Beside an
+    LLM it tells how much of a test's signal the retrieval mode lets through."""
+
+    name = "echo"
+
+    def __init__(self, scale: Scale):
+        self.scale = scale
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        values = np.asarray(self.scale.values)
+        shown = np.asarray(req.hist_items) >= 0
+        n = shown.sum(1)
+        mean = np.where(shown, req.hist_ratings, 0.0).sum(1) / np.maximum(n, 1)
+        p = np.exp(-0.5 * ((values[None, :] - mean[:, None]) / (values[1] - values[0])) ** 2)
+        p = p / p.sum(1, keepdims=True)
+        return np.where(n[:, None] > 0, p, 1.0 / self.scale.n)
