@@ -28,10 +28,16 @@ _BOOK = re.compile(
 )
 
 
+_TAIL = re.compile(r"^(?P<series>[^()]+?)\s*#\s*(?P<n>\d+)\b")  # "Series Name #1"
+
+
 def _series_from_title(title: str) -> tuple[str, float] | None:
     m = _HASH.search(title)
     if m:
         return m.group(1).strip().lower(), float(m.group(2))
+    m = _TAIL.match(title)
+    if m:
+        return m.group("series").strip(" :,-").lower(), float(m.group("n"))
     m = _BOOK.match(title)
     if m and m.group("series").strip():
         n = m.group("n").lower()
