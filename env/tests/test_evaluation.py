@@ -47,13 +47,20 @@ def test_oracle_beats_random_control(rated_movies, tmp_path):
 
 def test_command_report_table_has_every_case(rated_movies, tmp_path):
     out = tmp_path / "rep"
-    r = CliRunner().invoke(app, ["evaluate", str(rated_movies), "--out", str(out), "--pairs", "100"])
+    args = ["evaluate", str(rated_movies), "--out", str(out), "--pairs", "100"]
+    r = CliRunner().invoke(app, args + ["--people-holdout", "3", "--people-history", "3", "--people-users", "8"])
     assert r.exit_code == 0, r.output
     rows = [ln for ln in (out / "report.md").read_text().splitlines() if ln.startswith("| ")]
     body = {ln.split("|")[1].strip(): ln for ln in rows[1:]}
-    for title in ("Genre preference", "High / low raters", "Similarity to real ratings"):
+    titles = ("Genre preference", "High / low raters", "Similarity to real ratings")
+    for title in (*titles, "Real people: like / dislike agreement"):
         cells = body[title].split("|")[2:4]  # oracle, random
         assert all(re.fullmatch(r"\s*[01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\]\s*", c) for c in cells), body[title]
+    # the sample's TMDB answers carry no collection: every collections row says so, with the reason
+    for m in ("none", "recent", "embedding", "features"):
+        assert body[f"Collections ({m} retrieval)"].count("not applicable") == 2
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "collection_id is null" in metrics["results"]["oracle"]["collections_recent"]["skipped"]
 
 
 def test_command_rejects_unknown_case(rated_movies, tmp_path):
@@ -73,9 +80,44 @@ def test_smollm2_runs_whole_suite(smollm2, movies_dir, tmp_path):
         high_low_personas=1,
         high_low_items=3,
         pairs=10,
+        people_users=2,
+        people_holdout=2,
+        people_history=3,
         model=model,
         tokenizer=tok,
     )
-    for case in ("genre", "high_low"):
-        assert 0.0 <= res["results"]["transformers"][case]["score"] <= 1.0
+    got = res["results"]["transformers"]
+    for case in ("genre", "high_low", "similarity", "people"):
+        assert 0.0 <= got[case]["score"] <= 1.0, case
+    assert got["people"]["n"] == 4 and "item_mean" in got["people"]["detail"]["predictors"]
+    assert all("not applicable" in got[f"collections_{m}"]["skipped"] for m in ("none", "recent", "features"))
     assert "Genre preference" in (tmp_path / "rep" / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_smollm2_collections_with_history(smollm2, tmp_path):
+    """SmolLM2 rates next parts of real sagas with each retrieval mode, the earlier parts in its prompt."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from suber_env_testdata import build_tmdb_sagas, rewrite_table
+
+    # the real saga records with their real embeddings; collection ids from SUBER's series lists
+    folder, meta = build_tmdb_sagas(tmp_path / "sagas")
+    groups = meta["groups"]
+    items = pq.read_table(folder / "items.parquet")
+    of = {t: n for n, g in enumerate(groups) for t in g}
+    cid = pa.array([of.get(t) for t in items["tmdb_id"].to_pylist()], pa.int64())
+    rewrite_table(folder, "items.parquet", items.append_column("collection_id", cid))
+    model, tok = smollm2
+    res = evaluate(
+        folder,
+        "transformers",
+        tmp_path / "rep",
+        suite=("collections",),
+        collection_users=1,
+        max_collections=1,
+        model=model,
+        tokenizer=tok,
+    )["results"]["transformers"]
+    for m in ("none", "recent", "embedding", "features"):
+        assert res[f"collections_{m}"]["n"] == 2 and 0.0 <= res[f"collections_{m}"]["score"] <= 1.0, m

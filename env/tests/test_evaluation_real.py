@@ -120,6 +120,7 @@ def sagas(tmp_path_factory) -> Path:
 
 
 def test_people_baselines_and_oracle_on_ml_latest_small(ml_small, tmp_path):
+    pytest.importorskip("sklearn", reason="the matrix-factorisation baseline needs the eval extra")
     res = evaluate(ml_small, "oracle", tmp_path / "rep", suite=("people",), people_users=40, people_holdout=10)
     o, r = res["results"]["oracle"]["people"], res["results"]["random"]["people"]
     d = o["detail"]
@@ -176,6 +177,7 @@ def test_collections_score_per_retrieval_mode(sagas, tmp_path):
 
 
 def test_command_report_has_every_case_with_interval(sagas, tmp_path):
+    pytest.importorskip("sklearn", reason="the matrix-factorisation baseline needs the eval extra")
     out = tmp_path / "rep"
     args = ["evaluate", str(sagas), "--out", str(out), "--pairs", "100", "--people-users", "10"]
     r = CliRunner().invoke(app, args + ["--people-history", "10", "--people-holdout", "5", "--max-genres", "4"])
