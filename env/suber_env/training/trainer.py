@@ -1,8 +1,9 @@
 """Train SB3 / sb3-contrib recommenders on ``SuberVectorEnv`` through the ``SB3VecEnv`` adapter.
 
-Two observation modes: ``taste`` (default: the user's genres and the seen mask, see observation.py; learns in a
-few thousand steps) and ``suber`` (SUBER's Dict observation with ``MultiInputPolicy`` and VecNormalize, kept for
-comparison). Checkpoints (``checkpoints/<algo>_<steps>_steps.zip``), a CSV learning curve (``progress.csv``) and
+Two observation modes: ``taste`` (default: the user's genres and the seen mask, see observation.py) and ``suber``
+(SUBER's Dict observation with ``MultiInputPolicy`` and VecNormalize, kept for comparison). With ``taste`` the
+policy is ``items`` (default: items scored through their features, see item_policy.py; DQN keeps the MLP) or
+``mlp`` (SB3's MlpPolicy, one output per item). Checkpoints (``checkpoints/<algo>_<steps>_steps.zip``), a CSV learning curve (``progress.csv``) and
 TensorBoard event files when tensorboard is installed go to ``out/<algo>/seed<k>/``; ``resume`` continues from a
 checkpoint with its step counter.
 """
@@ -53,6 +54,7 @@ class TrainConfig:
     seed: int = 0
     num_envs: int = 16
     obs: str = "taste"  # taste | suber
+    policy: str = "items"  # items | mlp (taste only; DQN always uses the MLP)
     rater: str = "oracle"
     rater_kwargs: dict = field(default_factory=dict)
     env_options: dict = field(default_factory=dict)
@@ -80,6 +82,21 @@ def make_venv(dataset, cfg: TrainConfig, eval_mode: bool = False, num_envs: int 
     return VecNormalize(VecMonitor(ad), norm_obs=True, norm_reward=False)  # raw ids and ages are large inputs
 
 
+def _policy(dataset, cfg: TrainConfig):
+    """(policy class or SB3 name, policy_kwargs) for a config."""
+    kwargs = {"net_arch": list(cfg.net_arch)}
+    if cfg.obs != "taste":
+        return "MultiInputPolicy", kwargs
+    if cfg.policy not in ("items", "mlp"):
+        raise ValueError(f"policy={cfg.policy!r} is not one of ('items', 'mlp')")
+    if cfg.policy == "mlp" or cfg.algo == "dqn":  # DQN's Q-network is not an actor-critic policy
+        return "MlpPolicy", kwargs
+    from . import item_policy
+
+    kwargs.update(n_genres=dataset.genres.shape[1], item_features=item_policy.item_features(dataset))
+    return (item_policy.MaskableItemScoringPolicy if cfg.algo == "maskable-ppo" else item_policy.ItemScoringPolicy), kwargs
+
+
 def _logger(folder: Path):
     from stable_baselines3.common.logger import configure
 
@@ -101,9 +118,8 @@ def train(dataset, cfg: TrainConfig, out: str | Path, resume: str | Path | None 
         model = cls.load(str(resume), env=venv, device="cpu")
     else:
         hp = {**(TASTE_HPARAMS[cfg.algo] if cfg.obs == "taste" else {}), **cfg.hparams}
-        policy = "MlpPolicy" if cfg.obs == "taste" else "MultiInputPolicy"
-        arch = list(cfg.net_arch)
-        model = cls(policy, venv, seed=cfg.seed, device="cpu", policy_kwargs={"net_arch": arch}, **hp)
+        policy, kwargs = _policy(dataset, cfg)
+        model = cls(policy, venv, seed=cfg.seed, device="cpu", policy_kwargs=kwargs, **hp)
     model.set_logger(_logger(run_dir))
     every = max(cfg.checkpoint_every // cfg.num_envs, 1)
     ckpt = CheckpointCallback(every, str(run_dir / "checkpoints"), name_prefix=cfg.algo)
