@@ -18,6 +18,7 @@ def train_cmd(
     num_envs: int = typer.Option(16, help="SuberVectorEnv slots (one rater call per step for all)."),
     rater: str = typer.Option("oracle", help="Rater name (oracle, transformers, openai)."),
     obs: str = typer.Option("taste", help="taste (user's genres + seen mask) or suber (SUBER's observation)."),
+    policy: str = typer.Option("items", help="With --obs taste: items (scores items by their features) or mlp."),
     out: Path = typer.Option(Path("runs"), help="Checkpoints, progress.csv and TensorBoard logs go here."),
     resume: Path | None = typer.Option(None, help="Continue from this checkpoint .zip (one algo, one seed)."),
 ) -> None:
@@ -32,7 +33,7 @@ def train_cmd(
     for a in algo:
         for s in range(seeds):
             t = time.perf_counter()
-            cfg = TrainConfig(algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, obs=obs)
+            cfg = TrainConfig(algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, obs=obs, policy=policy)
             train(ds, cfg, out, resume=resume)
             typer.echo(f"{a} seed {s}: {steps} steps in {time.perf_counter() - t:.1f}s -> {out / a / f'seed{s}'}")
 

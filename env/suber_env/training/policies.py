@@ -27,7 +27,8 @@ class RandomPolicy:
 
 
 class MostPopular:
-    """The same global ranking for everyone: TMDB vote count when the dataset has it, else the vote average."""
+    """The same global ranking for everyone, by :func:`item_popularity` (TMDB vote count, else the number of
+    real ratings in ratings.parquet, else the vote average)."""
 
     name = "most-popular"
 
@@ -39,12 +40,14 @@ class MostPopular:
 
 
 class VoteHeuristic:
-    """The issue's two-line heuristic: highest vote average, never repeat."""
+    """The issue's two-line heuristic: highest vote average, never repeat. Without vote averages (a build
+    without TMDB) the average of the real ratings stands in for them (see :func:`mean_rating`)."""
 
     name = "vote-heuristic"
 
     def __init__(self, ds: Dataset, seed: int = 0):
-        self.scores = ds.vote.astype(np.float64)
+        vote = ds.vote.astype(np.float64)
+        self.scores = vote if vote.max() > 0 else mean_rating(ds)
 
     def choose(self, obs, users, seen):
         return _best_unseen(np.broadcast_to(self.scores, seen.shape), seen)
@@ -90,11 +93,41 @@ class ModelPolicy:
         return _best_unseen(scores, seen)
 
 
+def _ratings_by_item(ds: Dataset) -> tuple[np.ndarray, np.ndarray] | None:
+    """(count, sum) of the real ratings per item from ratings.parquet, or None when the folder has none."""
+    if not (ds.path / "ratings.parquet").exists():
+        return None
+    t = ds.sql("SELECT item_id, count(*) AS n, sum(rating) AS s FROM ratings GROUP BY item_id")
+    ids = t.column("item_id").to_numpy().astype(np.int64)
+    keep = (ids >= 0) & (ids < ds.n_items)
+    n, s = np.zeros(ds.n_items), np.zeros(ds.n_items)
+    n[ids[keep]] = t.column("n").to_numpy()[keep]
+    s[ids[keep]] = t.column("s").to_numpy()[keep]
+    return n, s
+
+
 def item_popularity(ds: Dataset) -> np.ndarray:
-    """Per-item popularity counts for most-popular and novelty: ``vote_count`` if the items table has it."""
+    """Per-item popularity for most-popular, novelty and the item features: TMDB ``vote_count`` when the items
+    table has it (and it is not all empty), else the number of real ratings (ratings.parquet), else the vote
+    average."""
     if "vote_count" in ds.items.column_names:
-        return np.nan_to_num(ds.items.column("vote_count").to_numpy(zero_copy_only=False).astype(np.float64))
+        count = np.nan_to_num(ds.items.column("vote_count").to_numpy(zero_copy_only=False).astype(np.float64))
+        if count.max() > 0:
+            return count
+    rated = _ratings_by_item(ds)
+    if rated is not None and rated[0].max() > 0:
+        return rated[0]
     return ds.vote.astype(np.float64)
+
+
+def mean_rating(ds: Dataset, prior: float = 10.0) -> np.ndarray:
+    """Average real rating per item, shrunk towards the global average by ``prior`` pseudo-ratings (so that
+    one 5-star rating does not top the list); zeros when the dataset has no ratings."""
+    rated = _ratings_by_item(ds)
+    if rated is None or rated[0].sum() == 0:
+        return np.zeros(ds.n_items)
+    n, s = rated
+    return (s + prior * s.sum() / n.sum()) / (n + prior)
 
 
 BASELINES = {p.name: p for p in (RandomPolicy, MostPopular, VoteHeuristic, ContentBased)}
