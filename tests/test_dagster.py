@@ -120,7 +120,7 @@ def test_dagster_dev_lists_assets_and_runs_the_movie_job(offline):
             time.sleep(2)
         keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
         assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
-        assert {"books/kaggle_release", "books/items", "books/users", "books/catalog"} <= keys  # side by side
+        assert {"books/release", "books/items", "books/users", "books/catalog"} <= keys  # side by side
         launched = _graphql(
             url,
             """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
@@ -189,7 +189,7 @@ def test_both_domains_load_side_by_side_in_one_definitions():
     from suber_data.cli.run import BuildOptions, wanted_assets
 
     only_items = wanted_assets(BuildOptions("books", "books-sample", "d", only="items"), graph)
-    assert only_items == ["books/kaggle_release", "books/items", "books/catalog"]
+    assert only_items == ["books/release", "books/items", "books/catalog"]
 
 
 def test_materialize_books_writes_the_same_dataset_as_the_cli(offline):

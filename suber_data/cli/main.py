@@ -110,8 +110,8 @@ def build_books(
     release: Annotated[
         str,
         typer.Option(
-            help="Books release (see `suber-data sources`): kaggle-amazon-books (Kaggle credentials or a mirror); "
-            "'books-sample' is offline."
+            help="Books release (see `suber-data sources`): kaggle-amazon-books (Kaggle credentials or a mirror), "
+            "amazon2023-books (Amazon Reviews 2023 meta_Books + Books); 'books-sample' is offline."
         ),
     ] = "kaggle-amazon-books",
     data_dir: Annotated[

@@ -1,4 +1,4 @@
-"""Dagster assets of the book corpus: Kaggle release -> items and ratings (one DuckDB pass) -> catalog.
+"""Dagster assets of the book corpus: release files (Kaggle or Amazon 2023) -> items and ratings (one DuckDB pass).
 
 The books domain's keys live under the prefix ``books`` (``books/items``, group ``books``) and read the
 ``books_storage`` resource, so they load beside the movies in one graph (suber_data/pipelines/keys.py).
@@ -32,28 +32,29 @@ def _result(result: corpus.StepResult, context: dg.AssetExecutionContext, **extr
 def _tables(context) -> corpus.StepResult:
     # one DuckDB pass writes both tables; the second asset finds them current and does no work
     storage, books = _storage(context), context.resources.books
-    kaggle = corpus.build_kaggle(storage.release)
-    return corpus.build_items_and_ratings(storage.dataset_dir(), storage.release, kaggle, profile=books.profile)
+    source = corpus.build_source(storage.release)
+    return corpus.build_items_and_ratings(storage.dataset_dir(), storage.release, source, profile=books.profile)
 
 
 # Assets pass no data: each step finds its inputs in the cache by fingerprint, as the movie assets do.
 @dg.asset(
-    key=KEYS.key("kaggle_release"),
+    key=KEYS.key("release"),
     group_name=GROUP,
     required_resource_keys={STORAGE},
-    description="A books release (Kaggle 'Amazon Books Reviews' files), downloaded, verified and extracted (cache).",
+    description="A books release: the Kaggle 'Amazon Books Reviews' files (extracted) or Amazon Reviews 2023 "
+    "meta_Books/Books, downloaded and verified (cache).",
 )
-def kaggle_release(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+def book_release(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     release = _storage(context).release
-    return _result(corpus.build_kaggle(release), context, release=release)
+    return _result(corpus.build_source(release), context, release=release)
 
 
 @dg.asset(
     key=KEYS.key("items"),
-    deps=[kaggle_release],
+    deps=[book_release],
     group_name=GROUP,
     required_resource_keys={STORAGE, "books"},
-    description="The book item table (items.parquet): the profile's filter of the Kaggle books.",
+    description="The book item table (items.parquet): the profile's filter of the release's books.",
 )
 def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     result = _tables(context)
@@ -79,7 +80,7 @@ def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     deps=[items],
     group_name=GROUP,
     required_resource_keys={STORAGE, "books"},
-    description="Real Kaggle reviews' scores mapped to item_id (ratings.parquet).",
+    description="The release's real review scores mapped to item_id (ratings.parquet).",
 )
 def ratings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     result = _tables(context)
@@ -105,5 +106,5 @@ ratings_checks = multi_check(
     frozenset({STORAGE}),
 )
 
-assets = [kaggle_release, items, ratings]
+assets = [book_release, items, ratings]
 checks = [items_checks, ratings_checks]
