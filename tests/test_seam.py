@@ -108,7 +108,7 @@ llm = suber_env.SuberVectorEnv(4, ds, rater=rater, reward_mode="argmax", shaping
 llm.reset(seed=0)
 users, dists = [], []
 for step in range(2):
-    _, reward, _, _, info = llm.step(np.array([1, 2, 3, 4]))
+    _, reward, _, _, info = llm.step(np.array([1, 2, 3, 4]) % ds.n_items)  # books-sample has 3 items
     users += info["user"].tolist()
     dists += info["rating_distribution"].tolist()
 out["llm_pool"], out["llm_users"], out["llm_dists"] = llm.user_pool.tolist(), sorted(set(users)), dists
