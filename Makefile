@@ -16,12 +16,16 @@ $(STAMP): pyproject.toml env/pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[ml,dev]' -e './env[llm,rl,eval]'
 	touch $(STAMP)
 
-# The offline demo: the packaged sample release end to end, no network (SUBER_DATA_OFFLINE=1).
+# The offline demo: both packaged sample releases end to end, no network (SUBER_DATA_OFFLINE=1).
 demo: venv
 	SUBER_DATA_OFFLINE=1 HF_HUB_OFFLINE=1 $(BIN)/suber-data build movies --release sample \
 		--users 8 --llm smollm2 --embedding-model minilm --data-dir data
+	SUBER_DATA_OFFLINE=1 HF_HUB_OFFLINE=1 $(BIN)/suber-data build books --release books-sample \
+		--users 8 --llm smollm2 --embedding-model minilm --data-dir data
 	$(BIN)/suber-data info data/movies/sample
+	$(BIN)/suber-data info data/books/books-sample
 	$(BIN)/suber-env episode data/movies/sample --steps 8 --seed 0
+	$(BIN)/suber-env episode data/books/books-sample --steps 8 --seed 0
 
 test: venv
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest

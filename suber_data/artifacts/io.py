@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,19 @@ def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
             raise InputError(f"{name}: column '{field.name}' has {column.null_count} null value(s) but is required")
         columns.append(column.cast(field.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def write_parquet_batches(batches: Iterable[pa.RecordBatch], target: str | os.PathLike, schema: pa.Schema) -> int:
+    """Write record batches, each conformed to ``schema``, as one zstd Parquet file, atomically, without
+    holding more than one batch in memory; returns the rows written."""
+    target = Path(target)
+    rows = 0
+    with atomic_path(target) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for batch in batches:
+            if batch.num_rows:
+                writer.write_table(conform(pa.Table.from_batches([batch]), schema, target.name))
+                rows += batch.num_rows
+    return rows
 
 
 def write_parquet(table: pa.Table, target: str | os.PathLike, schema: pa.Schema | None = None) -> Path:

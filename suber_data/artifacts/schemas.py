@@ -102,11 +102,11 @@ TABLES: dict[str, pa.Schema] = {
     "user_descriptions.parquet": USER_DESCRIPTIONS,
 }
 
-# -- books (Kaggle "Amazon Books Reviews"; suber_data/books) --------------------------------------------
+# -- books (Kaggle "Amazon Books Reviews", Amazon Reviews 2023; suber_data/books) ------------------------
 BOOK_ITEMS = pa.schema(
     [
         pa.field("item_id", pa.int32(), nullable=False),  # dense 0..n-1, the env's action index
-        pa.field("book_id", pa.int32(), nullable=False),  # row index in books_data.csv (SUBER's book_id)
+        pa.field("book_id", pa.int32(), nullable=False),  # record index in books_data.csv (SUBER's) / meta_Books.jsonl
         pa.field("title", pa.string(), nullable=False),
         pa.field("overview", pa.string()),  # the Kaggle description (named as the env reads it)
         pa.field("authors", pa.list_(pa.string())),
@@ -115,6 +115,8 @@ BOOK_ITEMS = pa.schema(
         pa.field("genres", pa.list_(pa.string())),  # SUBER's categories, split on "&" and ", "
         pa.field("vote_average", pa.float32()),
         pa.field("vote_count", pa.int32()),
+        pa.field("parent_asin", pa.string()),  # Amazon Reviews 2023's item id (the Kaggle files have none)
+        pa.field("isbn", pa.string()),  # ISBN-13, else ISBN-10, where Amazon 2023's details list one
     ]
 )
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from suber_data.artifacts import fingerprint, read_manifest, record_step, sha256_file, step_is_current, write_json
 from suber_data.artifacts.catalog import build_dataset_catalog
-from suber_data.artifacts.schemas import SCHEMA_VERSION
+from suber_data.artifacts.schemas import BOOK_ITEMS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepResult, cache_step_done, cache_work_dir
 from suber_data.books.profiles import build_book_tables
 from suber_data.errors import InputError
@@ -32,7 +32,41 @@ SAMPLE = register(
     )
 )
 
-__all__ = ["SAMPLE", "build_dataset_catalog", "build_items_and_ratings", "build_kaggle"]
+# Amazon Reviews 2023 Books: two registered files (amazon2023.py) built together under one release name.
+AMAZON2023 = "amazon2023-books"
+
+__all__ = ["AMAZON2023", "SAMPLE", "build_dataset_catalog", "build_items_and_ratings", "build_kaggle", "build_source"]
+
+
+def build_source(release_name: str, *, progress: bool | None = None) -> StepResult:
+    """The source files of a books release: the Kaggle zip extracted, or the two Amazon 2023 files."""
+    return (
+        build_amazon2023(progress=progress)
+        if release_name == AMAZON2023
+        else build_kaggle(release_name, progress=progress)
+    )
+
+
+def build_amazon2023(*, progress: bool | None = None) -> StepResult:
+    """Fetch meta_Books.jsonl.gz and Books.jsonl.gz (cache, mirror, then origin); the result's done.json names them.
+
+    The files are not pinned, so the fingerprint is their content hash (the cache stores each file under it)."""
+    from suber_data.books.amazon2023 import META, REVIEWS
+
+    paths = {"meta": fetch(META, progress=progress), "reviews": fetch(REVIEWS, progress=progress)}
+    hashes = {k: sha256_file(v) if v.parent.parent.name != "sha256" else v.parent.name for k, v in paths.items()}
+    fp = fingerprint("amazon2023-books", SCHEMA_VERSION, META.url, REVIEWS.url, hashes)
+    work = cache_work_dir("amazon2023-books", fp)
+    if (done := cache_step_done(work)) is not None and all(Path(p).exists() for p in done["files"].values()):
+        return StepResult("amazon2023-books", fp, True, done["counts"], work)
+    counts = {path.name: path.stat().st_size for path in paths.values()}
+    source = {
+        r.filename: {**r.describe(), "size": paths[k].stat().st_size, "sha256": hashes[k]}
+        for k, r in (("meta", META), ("reviews", REVIEWS))
+    }
+    files = {k: str(v) for k, v in paths.items()}
+    write_json(work / "done.json", {"counts": counts, "source": source, "release": AMAZON2023, "files": files})
+    return StepResult("amazon2023-books", fp, False, counts, work)
 
 
 # -- 1. the Kaggle release ------------------------------------------------------------------------------
@@ -60,18 +94,31 @@ def build_kaggle(release_name: str, *, progress: bool | None = None) -> StepResu
 def build_items_and_ratings(
     dataset_dir: Path, release_name: str, kaggle: StepResult, *, profile: str = "default"
 ) -> StepResult:
-    """items.parquet and ratings.parquet of profile (see books/profiles.py), recorded as steps items, ratings."""
+    """items.parquet and ratings.parquet of profile (see books/profiles.py), recorded as steps items, ratings.
+
+    ``kaggle`` is the source step (build_source): Kaggle CSVs, or the Amazon 2023 files, which have one
+    filter, the project's (``default``); SUBER's (``suber``) is defined on the Kaggle files only."""
     dataset_dir = Path(dataset_dir)
-    fp = fingerprint("book-items", SCHEMA_VERSION, kaggle.fingerprint, profile)
+    done = cache_step_done(kaggle.path) or {}
+    if "files" in done:  # Amazon Reviews 2023
+        if profile == "suber":
+            raise InputError(
+                f"release '{release_name}': SUBER's filter (--profile suber) is defined on the Kaggle files; "
+                "build the Amazon 2023 books with the default profile, or use release kaggle-amazon-books"
+            )
+        inputs, table_profile = (Path(done["files"]["meta"]), Path(done["files"]["reviews"])), "amazon2023"
+    else:
+        inputs, table_profile = (kaggle.path / BOOKS_FILE, kaggle.path / RATINGS_FILE), profile
+    fp = fingerprint("book-items", SCHEMA_VERSION, str(BOOK_ITEMS), kaggle.fingerprint, profile)
     if step_is_current(dataset_dir, "items", fp) and step_is_current(dataset_dir, "ratings", fp):
         return StepResult("items", fp, True, read_manifest(dataset_dir)["steps"]["items"]["counts"], dataset_dir)
-    counts = build_book_tables(kaggle.path / BOOKS_FILE, kaggle.path / RATINGS_FILE, dataset_dir, profile)
+    counts = build_book_tables(*inputs, dataset_dir, table_profile)
     if counts["items"] == 0:
         raise InputError(
             f"release '{release_name}': no book is left after the {profile!r} filtering ({counts}); "
-            "check that books_data.csv and Books_rating.csv come from the same Kaggle dataset"
+            "check that the release's item and review files come from the same dataset"
         )
-    sources = (cache_step_done(kaggle.path) or {}).get("source", {})
+    sources = done.get("source", {})
     record_step(
         dataset_dir,
         "items",

@@ -2,7 +2,8 @@
 
 SUBER's ``categories.csv`` lists the categories of the final books occurring in more than 100 of them, weighted
 by that count. The same count on our items.parquet gives a prior that matches the corpus actually built; a
-corpus too small to have any such category falls back to the packaged prior (SUBER's own 65 rows).
+corpus too small to have enough such categories (a user draws 4 liked and 4 disliked ones) falls back to the
+packaged prior (SUBER's own 65 rows), which the users step then maps onto the items' categories.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ from suber_data.users.lists import Prior, book_category_prior
 MIN_BOOKS = 100  # SUBER: a category enters the prior when MORE than this many books carry it
 
 
-def category_prior(items_parquet: Path, min_books: int = MIN_BOOKS) -> Prior:
-    """Book categories of ``items_parquet`` weighted by their number of books; the packaged prior if none qualify."""
+def category_prior(items_parquet: Path, min_books: int = MIN_BOOKS, min_categories: int = 1) -> Prior:
+    """Book categories of ``items_parquet`` weighted by their number of books; the packaged prior when fewer
+    than ``min_categories`` qualify. The prior's ``source`` is the file it was counted from."""
     path = str(Path(items_parquet)).replace("'", "''")
     rows = duck.rows(
         f"""SELECT genre, count(*) AS n FROM (SELECT unnest(genres) AS genre FROM read_parquet('{path}'))
             GROUP BY genre HAVING count(*) > ? ORDER BY n DESC, genre""",
         [min_books],
     )
-    if not rows:
+    if len(rows) < max(1, min_categories):
         return book_category_prior()
     names = np.array([r[0] for r in rows], dtype=object)
-    return Prior(names, np.array([float(r[1]) for r in rows]), "weight", f"{items_parquet} (books per category)")
+    return Prior(names, np.array([float(r[1]) for r in rows]), "weight", str(items_parquet))

@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from suber_data.artifacts.io import write_parquet
+from suber_data.artifacts.io import write_parquet_batches
 from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS
 from suber_data.books.kaggle import load_books, load_ratings, python_list
 
@@ -96,7 +96,8 @@ def _tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path, 
                    b.description AS overview,
                    {python_list("b.authors")} AS authors, b.publisher,
                    TRY_CAST(split_part(b.publishedDate, '-', 1) AS SMALLINT) AS year, b.categories AS genres,
-                   j.mean::FLOAT AS vote_average, j.n::INTEGER AS vote_count
+                   j.mean::FLOAT AS vote_average, j.n::INTEGER AS vote_count,
+                   NULL::VARCHAR AS parent_asin, NULL::VARCHAR AS isbn  -- the Kaggle files carry neither
             FROM books2 b
             JOIN (SELECT DISTINCT book_id, n, mean FROM joined WHERE n >= {MIN_RATINGS}) j USING (book_id)"""
     )
@@ -120,30 +121,40 @@ def _tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path, 
     }
 
 
-PROFILES = {"suber": suber_tables, "default": default_tables}
+def amazon2023_tables(con: duckdb.DuckDBPyConnection, meta: Path, reviews: Path) -> dict[str, Any]:
+    """The project's filter on Amazon Reviews 2023 (meta_Books.jsonl.gz, Books.jsonl.gz): see amazon2023.py."""
+    from suber_data.books.amazon2023 import create_tables
+
+    return create_tables(con, meta, reviews)
 
 
-def build_book_tables(books_csv: Path, ratings_csv: Path, out_dir: Path, profile: str = "default") -> dict[str, Any]:
+PROFILES = {"suber": suber_tables, "default": default_tables, "amazon2023": amazon2023_tables}
+MEMORY_LIMIT = "1GB"  # DuckDB's own budget; joins, aggregates and sorts past it spill to disk
+BATCH = 200_000  # rows per Parquet write: the tables reach the file without being held whole in memory
+
+
+def build_book_tables(books: Path, ratings: Path, out_dir: Path, profile: str = "default") -> dict[str, Any]:
     """Write ``items.parquet`` and ``ratings.parquet`` for books into ``out_dir``; return the counts.
 
-    DuckDB spills to a temporary folder inside ``out_dir`` (removed after), so memory stays bounded.
+    ``books``/``ratings``: books_data.csv and Books_rating.csv (profiles ``default``, ``suber``) or
+    meta_Books.jsonl.gz and Books.jsonl.gz (profile ``amazon2023``). DuckDB works in a database file inside a
+    temporary folder of ``out_dir`` (removed after) under a memory limit, so memory stays bounded.
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown books profile {profile!r}; choose one of {', '.join(PROFILES)}")
     out_dir = Path(out_dir)
     spill = out_dir / ".duckdb_spill"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    spill.mkdir(parents=True, exist_ok=True)
+    config = {"temp_directory": str(spill), "memory_limit": MEMORY_LIMIT, "preserve_insertion_order": True}
     try:
-        with duckdb.connect(config={"temp_directory": str(spill)}) as con:
-            counts = PROFILES[profile](con, Path(books_csv), Path(ratings_csv))
-            write_parquet(
-                con.sql("SELECT * FROM book_items ORDER BY item_id").to_arrow_table(),
-                out_dir / "items.parquet",
-                BOOK_ITEMS,
-            )
-            write_parquet(
-                con.sql("SELECT * FROM book_ratings").to_arrow_table(), out_dir / "ratings.parquet", BOOK_RATINGS
-            )
+        with duckdb.connect(str(spill / "work.duckdb"), config=config) as con:
+            counts = PROFILES[profile](con, Path(books), Path(ratings))
+            for table, name, schema, order in (
+                ("book_items", "items.parquet", BOOK_ITEMS, "ORDER BY item_id"),
+                ("book_ratings", "ratings.parquet", BOOK_RATINGS, ""),
+            ):
+                reader = con.sql(f"SELECT * FROM {table} {order}").to_arrow_reader(BATCH)
+                write_parquet_batches(reader, out_dir / name, schema)
     finally:
         shutil.rmtree(spill, ignore_errors=True)
     return {"profile": profile, **counts}

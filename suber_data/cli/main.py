@@ -84,7 +84,7 @@ def build_movies(
     ] = None,
 ) -> None:
     """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
-    from suber_data.cli.run import BuildOptions, run_build
+    from suber_data.cli.run import BuildOptions
 
     options = BuildOptions(
         domain="movies",
@@ -102,6 +102,74 @@ def build_movies(
         llm_base_url=llm_base_url,
         embedding_model=embedding_model,
     )
+    _run(options)
+
+
+@build_app.command("books")
+def build_books(
+    release: Annotated[
+        str,
+        typer.Option(
+            help="Books release (see `suber-data sources`): kaggle-amazon-books (Kaggle credentials or a mirror), "
+            "amazon2023-books (Amazon Reviews 2023 meta_Books + Books); 'books-sample' is offline."
+        ),
+    ] = "kaggle-amazon-books",
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Root of built datasets [env SUBER_DATA_DIR, default ./data].")
+    ] = None,
+    only: Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")] = None,
+    users: Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")] = 0,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of every sampled and generated artifact [resource defaults].")
+    ] = None,
+    profile: Annotated[
+        Profile | None,
+        typer.Option(
+            help="census (the default: the project's book filter, census users) or suber (SUBER's book filter "
+            "and sampler exactly)."
+        ),
+    ] = None,
+    suber_lists: Annotated[
+        Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")
+    ] = None,
+    llm: Annotated[
+        str | None,
+        typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")] = None,
+    llm_base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    embedding_model: Annotated[
+        str | None,
+        typer.Option(
+            help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."
+        ),
+    ] = None,
+) -> None:
+    """Build a book dataset: Amazon Books (Kaggle) items and ratings, optional users, descriptions, embeddings."""
+    from suber_data.cli.run import BuildOptions
+
+    _run(
+        BuildOptions(
+            domain="books",
+            release=release,
+            data_dir=str(settings.data_dir(data_dir)),
+            tmdb=False,
+            only=only.value if only else None,
+            users=users,
+            seed=seed,
+            profile=profile.value if profile else None,
+            suber_lists=str(suber_lists) if suber_lists else None,
+            llm=llm,
+            model=model,
+            llm_base_url=llm_base_url,
+            embedding_model=embedding_model,
+        )
+    )
+
+
+def _run(options) -> None:
+    from suber_data.cli.run import run_build
+
     try:
         run_build(options, console=console, out=out)
     except SuberDataError as exc:
@@ -135,7 +203,7 @@ def info(path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/
     except SuberDataError as exc:
         fail(str(exc))
     if not manifest:
-        fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies`")
+        fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies` or `build books`")
     out.print(
         f"[bold]{path}[/]  {manifest.get('domain', '?')}/{manifest.get('release', '?')}  "
         f"schema v{manifest.get('schema_version')}  tool {manifest.get('tool', {}).get('version')}  "
@@ -172,7 +240,12 @@ def _load_all_sources() -> None:
     """Import the modules that register releases, so `sources` lists them all."""
     import importlib
 
-    for module in ("suber_data.movies.corpus", "suber_data.users.sources"):
+    for module in (
+        "suber_data.movies.corpus",
+        "suber_data.books.corpus",
+        "suber_data.books.amazon2023",
+        "suber_data.users.sources",
+    ):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -10,7 +10,14 @@ from rich.table import Table
 
 from suber_data.errors import SuberDataError
 from suber_data.pipelines import definitions
-from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
+from suber_data.pipelines.resources import (
+    BooksResource,
+    EmbedderResource,
+    LLMResource,
+    StorageResource,
+    TMDBResource,
+    UsersResource,
+)
 
 # What each --only value stops after; the catalog always follows.
 ONLY_TARGETS = {
@@ -46,24 +53,32 @@ def _set(**options) -> dict:
 
 
 def resources_for(o: BuildOptions) -> dict:
-    """The UI's resources (pipelines.resources) with only the options the user set put over their defaults."""
+    """The UI's resources (pipelines.resources) with only the options the user set put over their defaults.
+
+    The storage goes under the domain's own key (``storage``, ``books_storage``); for books ``--profile suber``
+    also selects SUBER's book filter."""
     tmdb = _set(rate_limit=o.tmdb_rate, base_url=os.environ.get("TMDB_BASE_URL") or None)
     users = _set(count=o.users or None, seed=o.seed, profile=o.profile, suber_lists=o.suber_lists)
     llm = _set(backend=o.llm, model=o.model, base_url=o.llm_base_url, seed=o.seed)
+    books = _set(profile="suber" if o.profile == "suber" else None)
     return {
-        "storage": StorageResource(data_dir=o.data_dir, domain=o.domain, release=o.release),
+        definitions.DOMAINS[o.domain].keys.storage: StorageResource(
+            data_dir=o.data_dir, domain=o.domain, release=o.release
+        ),
         "tmdb": TMDBResource(enabled=o.tmdb, **tmdb),
         "users": UsersResource(**users),
         "llm": LLMResource(**llm),
         "embedder": EmbedderResource(**_set(model=o.embedding_model)),
+        "books": BooksResource(**books),
     }
 
 
 def wanted_assets(o: BuildOptions, graph) -> list[str]:
     """The asset keys this build runs, in graph order: the steps asked for and everything upstream of them
     in the Dagster asset graph (the one the UI shows), then the catalog. ``--only`` keeps its target's
-    upstream only."""
-    available = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    upstream only. Keys are the domain's (``items`` for movies, ``books/items`` for books)."""
+    keys = definitions.DOMAINS[o.domain].keys
+    available = {key for key in graph.get_all_asset_keys()}
     targets = ["ratings"]
     if o.users or o.only in ("users", "descriptions"):
         targets.append("users")
@@ -75,22 +90,25 @@ def wanted_assets(o: BuildOptions, graph) -> list[str]:
             targets.append("user_embeddings")
     if o.only:
         targets = [t for t in ONLY_TARGETS[o.only] if t in targets or t == ONLY_TARGETS[o.only][0]]
-    missing = [k for k in targets if k not in available]
+    missing = [keys.key(k).to_user_string() for k in targets if keys.key(k) not in available]
     if missing:
-        raise SuberDataError(f"this installation has no step for {missing}; steps available: {sorted(available)}")
-    chosen = dg.AssetSelection.assets(*targets).upstream().resolve(graph)
+        steps = sorted(k.to_user_string() for k in available)
+        raise SuberDataError(f"this installation has no step for {missing}; steps available: {steps}")
+    chosen = dg.AssetSelection.assets(*(keys.key(k) for k in targets)).upstream().resolve(graph)
     ordered = [key.to_user_string() for key in graph.toposorted_asset_keys if key in chosen]
-    return [*ordered, "catalog"]
+    return [*ordered, keys.key("catalog").to_user_string()]
 
 
 def run_build(o: BuildOptions, *, console: Console, out: Console) -> dg.ExecuteInProcessResult:
-    assets, checks = definitions.ASSETS, definitions.CHECKS
+    if o.domain not in definitions.GRAPH:
+        raise SuberDataError(f"domain '{o.domain}' is unknown; choose one of {', '.join(definitions.GRAPH)}")
+    assets, checks = definitions.GRAPH[o.domain]
     keys = wanted_assets(o, definitions.defs.resolve_asset_graph())
     console.print(f"[bold]building[/] {o.domain}/{o.release} -> {o.data_dir}: {', '.join(keys)}")
     logging.getLogger("dagster").setLevel(logging.WARNING)
     result = dg.materialize(
         [*assets, *checks],
-        selection=dg.AssetSelection.assets(*keys),
+        selection=dg.AssetSelection.assets(*(dg.AssetKey.from_user_string(k) for k in keys)),
         resources=resources_for(o),
         raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
@@ -98,7 +116,9 @@ def run_build(o: BuildOptions, *, console: Console, out: Console) -> dg.ExecuteI
     if not result.success:
         raise SuberDataError(_first_failure(result))
     _report(result, o, out)
-    _step_reports(keys, resources_for(o)["storage"].dataset_dir(), out)
+    steps = [dg.AssetKey.from_user_string(k).path[-1] for k in keys]  # step names without the domain's prefix
+    storage = resources_for(o)[definitions.DOMAINS[o.domain].keys.storage]
+    _step_reports(steps, storage.dataset_dir(), out)
     return result
 
 

@@ -3,12 +3,20 @@
 import dagster as dg
 
 from suber_data.artifacts.catalog import build_dataset_catalog
+from suber_data.pipelines.keys import ROOT, DomainKeys
 from suber_data.pipelines.resources import StorageResource
 
 
-def catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
-    @dg.asset(name="catalog", group_name="catalog", deps=upstream, description="catalog.duckdb over the Parquet files")
-    def catalog(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
+def catalog_asset(upstream: list[dg.AssetKey], keys: DomainKeys = ROOT) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=keys.key("catalog"),
+        group_name=keys.name("catalog"),
+        deps=upstream,
+        required_resource_keys={keys.storage},
+        description="catalog.duckdb over the Parquet files",
+    )
+    def catalog(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        storage: StorageResource = getattr(context.resources, keys.storage)
         result = build_dataset_catalog(storage.dataset_dir())
         context.log.info(result.message)
         return dg.MaterializeResult(

@@ -17,7 +17,7 @@ def to_dagster(outcome: CheckOutcome, asset_key: dg.AssetKey | str | None = None
 
 
 def multi_check(
-    asset_key: str,
+    asset_key: dg.AssetKey | str,
     name: str,
     descriptions: dict[str, str],
     evaluate: Callable[..., list[CheckOutcome]],

@@ -12,6 +12,7 @@ from suber_data.artifacts.manifest import read_manifest
 from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_descriptions
 from suber_data.descriptions.checks import check_row, near_duplicates
 from suber_data.descriptions.generate import USERS
+from suber_data.pipelines.keys import ROOT, DomainKeys
 from suber_data.pipelines.resources import LLMResource, StorageResource
 
 
@@ -35,86 +36,14 @@ def run_descriptions(
     )
 
 
-@dg.asset(
-    key="user_descriptions",
-    deps=["users"],
-    group_name="users",
-    description="A description per user, written by a constrained LLM (or the marked `template` backend), "
-    "checked, with its provenance (backend, model, template hash, seed, decoding settings).",
-)
-def user_descriptions(
-    context: dg.AssetExecutionContext, storage: StorageResource, llm: LLMResource
-) -> dg.MaterializeResult:
-    result = run_descriptions(storage, llm)
-    context.log.info(result.summary())
-    preview = ""
-    if result.path.exists():
-        table = pq.read_table(result.path, columns=["user_id", "variant", "description"]).slice(0, 5)
-        preview = "\n".join(
-            f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |"
-            for r in table.to_pylist()
-        )
-    return dg.MaterializeResult(
-        metadata={
-            "path": dg.MetadataValue.path(str(result.path)),
-            "backend": result.backend,
-            "model": result.model,
-            "users": result.total,
-            "written": result.written,
-            "generated": result.generated,
-            "reused": result.reused,
-            "failed": len(result.failed),
-            "attempts": result.attempts,
-            "up_to_date": result.skipped,
-            "seconds": round(result.seconds, 3),
-            "variants": dg.MetadataValue.json(result.variants),
-            "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
-            "failures": dg.MetadataValue.json(result.failed[:50]),
-        }
-    )
-
-
 # Large populations: one partition per block of `llm.shard_size` user ids, so a backfill spreads the work
 # over processes (Dagster's multiprocess executor) or machines; each writes only to the shared store, and
 # `user_descriptions` afterwards assembles everything without generating again.
 SHARDS = dg.StaticPartitionsDefinition([str(i) for i in range(100)])
 
 
-@dg.asset(
-    key="user_description_shards",
-    deps=["users"],
-    group_name="users",
-    partitions_def=SHARDS,
-    description="Descriptions of one block of user ids (partition i: ids i*shard_size to (i+1)*shard_size-1), "
-    "generated into the shared store; materialize `user_descriptions` afterwards to assemble them.",
-)
-def user_description_shards(
-    context: dg.AssetExecutionContext, storage: StorageResource, llm: LLMResource
-) -> dg.MaterializeResult:
-    shard = int(context.partition_key)
-    lo, hi = shard * llm.shard_size, (shard + 1) * llm.shard_size
-    ids = pq.read_table(storage.dataset_dir() / USERS, columns=["user_id"]).column("user_id").to_pylist()
-    mine = [i for i in ids if lo <= i < hi]
-    if not mine:
-        context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
-        return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
-    result = run_descriptions(storage, llm, mine)
-    context.log.info(result.summary())
-    return dg.MaterializeResult(
-        metadata={
-            "users": result.total,
-            "first_id": lo,
-            "last_id": hi - 1,
-            "generated": result.generated,
-            "reused": result.reused,
-            "failed": len(result.failed),
-        }
-    )
-
-
-@dg.asset_check(asset="user_descriptions", description="Every user has a description that passes the checks.")
-def user_descriptions_quality(storage: StorageResource) -> dg.AssetCheckResult:
-    dataset_dir = storage.dataset_dir()
+def description_quality(dataset_dir) -> dg.AssetCheckResult:
+    """Every user has a description that passes the checks (rows, generation failures, near-duplicates)."""
     users = {r["user_id"]: r for r in pq.read_table(dataset_dir / USERS).to_pylist()}
     rows = pq.read_table(dataset_dir / OUTPUT).to_pylist()
     section = read_manifest(dataset_dir).get("steps", {}).get(STEP, {})
@@ -153,5 +82,87 @@ def user_descriptions_quality(storage: StorageResource) -> dg.AssetCheckResult:
     )
 
 
-assets = [user_descriptions, user_description_shards]
-checks = [user_descriptions_quality]
+def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
+    """The description assets and their check of one domain (``keys``: how the domain names its assets)."""
+
+    @dg.asset(
+        key=keys.key("user_descriptions"),
+        deps=[keys.key("users")],
+        group_name=keys.name("users"),
+        required_resource_keys={keys.storage, "llm"},
+        description="A description per user, written by a constrained LLM (or the marked `template` backend), "
+        "checked, with its provenance (backend, model, template hash, seed, decoding settings).",
+    )
+    def user_descriptions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        storage, llm = getattr(context.resources, keys.storage), context.resources.llm
+        result = run_descriptions(storage, llm)
+        context.log.info(result.summary())
+        preview = ""
+        if result.path.exists():
+            table = pq.read_table(result.path, columns=["user_id", "variant", "description"]).slice(0, 5)
+            preview = "\n".join(
+                f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |"
+                for r in table.to_pylist()
+            )
+        return dg.MaterializeResult(
+            metadata={
+                "path": dg.MetadataValue.path(str(result.path)),
+                "backend": result.backend,
+                "model": result.model,
+                "users": result.total,
+                "written": result.written,
+                "generated": result.generated,
+                "reused": result.reused,
+                "failed": len(result.failed),
+                "attempts": result.attempts,
+                "up_to_date": result.skipped,
+                "seconds": round(result.seconds, 3),
+                "variants": dg.MetadataValue.json(result.variants),
+                "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
+                "failures": dg.MetadataValue.json(result.failed[:50]),
+            }
+        )
+
+    @dg.asset(
+        key=keys.key("user_description_shards"),
+        deps=[keys.key("users")],
+        group_name=keys.name("users"),
+        required_resource_keys={keys.storage, "llm"},
+        partitions_def=SHARDS,
+        description="Descriptions of one block of user ids (partition i: ids i*shard_size to (i+1)*shard_size-1), "
+        "generated into the shared store; materialize `user_descriptions` afterwards to assemble them.",
+    )
+    def user_description_shards(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        storage, llm = getattr(context.resources, keys.storage), context.resources.llm
+        shard = int(context.partition_key)
+        lo, hi = shard * llm.shard_size, (shard + 1) * llm.shard_size
+        ids = pq.read_table(storage.dataset_dir() / USERS, columns=["user_id"]).column("user_id").to_pylist()
+        mine = [i for i in ids if lo <= i < hi]
+        if not mine:
+            context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
+            return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
+        result = run_descriptions(storage, llm, mine)
+        context.log.info(result.summary())
+        return dg.MaterializeResult(
+            metadata={
+                "users": result.total,
+                "first_id": lo,
+                "last_id": hi - 1,
+                "generated": result.generated,
+                "reused": result.reused,
+                "failed": len(result.failed),
+            }
+        )
+
+    @dg.asset_check(
+        asset=keys.key("user_descriptions"),
+        description="Every user has a description that passes the checks.",
+        required_resource_keys={keys.storage},
+    )
+    def user_descriptions_quality(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return description_quality(getattr(context.resources, keys.storage).dataset_dir())
+
+    return [user_descriptions, user_description_shards], [user_descriptions_quality]
+
+
+assets, checks = make()

@@ -1,8 +1,10 @@
 """One factory builds a domain's asset graph from a small spec: the domain's corpus assets, then the
 shared steps (users, descriptions, embeddings) and the catalog, which read the domain's ``items.parquet``.
 
-A new domain (books) plugs in by writing its corpus assets (ending in an asset keyed ``items``) and a
-``DomainSpec``; the shared steps take the domain from the ``storage`` resource (``data/<domain>/<release>``).
+A domain plugs in by writing its corpus assets (one keyed ``items``) and a ``DomainSpec``. Each shared
+module has a ``make(keys)`` factory: a domain with a ``key_prefix`` gets its own instances of the same step
+definitions under prefixed keys, groups and storage resource (``books/users`` reading ``books_storage``), so
+every domain loads into one ``Definitions`` (suber_data/pipelines/keys.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from suber_data.pipelines.catalog import catalog_asset
+from suber_data.pipelines.keys import DomainKeys
 from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
 
 # Steps every domain shares; a module missing from this installation is left out of the graph.
@@ -30,6 +33,13 @@ class DomainSpec:
     corpus_checks: list = field(default_factory=list)
     corpus_job: str = ""  # the job building the corpus and the catalog ("" -> "<name>_corpus")
     corpus_group: str = ""  # the corpus assets' group ("" -> name)
+    key_prefix: str = ""  # "" keeps the keys at the root (movies); "books" -> books/items, group books_users, ...
+    release: str = ""  # the storage resource's default release ("" -> StorageResource's own default)
+    resources: dict = field(default_factory=dict)  # resources only this domain's corpus reads (books: "books")
+
+    @property
+    def keys(self) -> DomainKeys:
+        return DomainKeys(self.key_prefix)
 
 
 def _shared_modules() -> list:
@@ -45,47 +55,64 @@ def _shared_modules() -> list:
 
 def domain_assets(spec: DomainSpec) -> tuple[list, list]:
     """The domain's assets (corpus, shared steps, catalog last) and their checks."""
-    modules = _shared_modules()
-    step_assets = [*spec.corpus, *(a for m in modules for a in m.assets)]
-    checks = [*spec.corpus_checks, *(c for m in modules for c in m.checks)]
-    keys = {key.to_user_string() for a in step_assets for key in a.keys}
-    if "items" not in keys:
-        raise ValueError(f"domain '{spec.name}': its corpus assets need one keyed 'items' (the shared steps read it)")
+    made = [m.make(spec.keys) for m in _shared_modules()]
+    step_assets = [*spec.corpus, *(a for assets, _ in made for a in assets)]
+    checks = [*spec.corpus_checks, *(c for _, checks in made for c in checks)]
+    keys = {key for a in step_assets for key in a.keys}
+    items = spec.keys.key("items")
+    if items not in keys:
+        raise ValueError(
+            f"domain '{spec.name}': its corpus assets need one keyed '{items.to_user_string()}' "
+            "(the shared steps read it)"
+        )
     upstream = [key for a in step_assets for key in a.keys]
-    return [*step_assets, catalog_asset(upstream)], checks
+    return [*step_assets, catalog_asset(upstream, spec.keys)], checks
 
 
 def domain_resources(spec: DomainSpec) -> dict[str, dg.ConfigurableResource]:
-    """The resources' own defaults, with the storage pointed at the domain."""
+    """The resources' own defaults, with the domain's storage pointed at the domain."""
     return {
-        "storage": StorageResource(domain=spec.name),
+        spec.keys.storage: StorageResource(domain=spec.name, **({"release": spec.release} if spec.release else {})),
         "tmdb": TMDBResource(),
         "users": UsersResource(),
         "llm": LLMResource(),
         "embedder": EmbedderResource(),
+        **spec.resources,
     }
 
 
-def domain_jobs(spec: DomainSpec) -> list:
-    shards = dg.AssetSelection.assets("user_description_shards")
+def domain_jobs(spec: DomainSpec, assets: list | None = None) -> list:
+    """The domain's jobs: its corpus, every step, the description shards (``assets``: the domain's assets)."""
+    keys = spec.keys
+    shards = dg.AssetSelection.assets(keys.key("user_description_shards"))
+    everything = dg.AssetSelection.assets(*(k for a in assets or domain_assets(spec)[0] for k in a.keys))
     return [
         dg.define_asset_job(
             spec.corpus_job or f"{spec.name}_corpus",
-            selection=dg.AssetSelection.groups(spec.corpus_group or spec.name, "catalog"),
+            selection=dg.AssetSelection.groups(spec.corpus_group or spec.name, keys.name("catalog")),
             description=f"The {spec.name} corpus (items and ratings), then the catalog",
         ),
         dg.define_asset_job(
-            "build_all",
-            selection=dg.AssetSelection.all() - shards,
-            description="Every step (descriptions unpartitioned)",
+            keys.name("build_all"),
+            selection=everything - shards,
+            description=f"Every {spec.name} step (descriptions unpartitioned)",
         ),
         # Backfill this job over the partitions to spread description writing; then materialize user_descriptions.
         dg.define_asset_job(
-            "description_shards", selection=shards, description="Descriptions by block of user ids (partitioned)"
+            keys.name("description_shards"),
+            selection=shards,
+            description=f"{spec.name}: descriptions by block of user ids (partitioned)",
         ),
     ]
 
 
-def domain_definitions(spec: DomainSpec) -> dg.Definitions:
-    assets, checks = domain_assets(spec)
-    return dg.Definitions(assets=assets, asset_checks=checks, resources=domain_resources(spec), jobs=domain_jobs(spec))
+def domain_definitions(*specs: DomainSpec) -> dg.Definitions:
+    """One ``Definitions`` holding every domain given (their keys must not collide: give all but one a prefix)."""
+    assets, checks, resources, jobs = [], [], {}, []
+    for spec in specs:
+        a, c = domain_assets(spec)
+        assets += a
+        checks += c
+        resources |= domain_resources(spec)
+        jobs += domain_jobs(spec, a)
+    return dg.Definitions(assets=assets, asset_checks=checks, resources=resources, jobs=jobs)

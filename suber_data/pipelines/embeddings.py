@@ -16,7 +16,8 @@ from suber_data.embeddings.build import (
 from suber_data.embeddings.checks import check_descriptions, check_embeddings
 from suber_data.embeddings.models import Embedder
 from suber_data.pipelines.checks import multi_check
-from suber_data.pipelines.resources import EmbedderResource, StorageResource
+from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.resources import EmbedderResource
 
 
 def _embedder(resource: EmbedderResource) -> Embedder:
@@ -42,51 +43,64 @@ def _result(result: EmbeddingResult) -> dg.MaterializeResult:
     )
 
 
-@dg.asset(
-    deps=["items"],
-    group_name="embeddings",
-    description="One unit Sentence-T5 (or chosen model) vector per item, from its overview (title when empty).",
-)
-def item_embeddings(
-    context: dg.AssetExecutionContext, storage: StorageResource, embedder: EmbedderResource
-) -> dg.MaterializeResult:
-    # an unknown recipe is an InputError naming the choices (suber_data.embeddings.recipes.ITEM_RECIPES)
-    result = build_item_embeddings(storage.dataset_dir(), _embedder(embedder), recipe=embedder.recipe)
-    context.log.info(
-        f"item embeddings: {result.total} items, {result.embedded} texts embedded, {result.reused} reused"
-        + (" (up to date)" if result.up_to_date else "")
-    )
-    return _result(result)
-
-
-@dg.asset(
-    deps=["user_descriptions"],
-    group_name="embeddings",
-    description="One unit vector per user, from the user's generated description.",
-)
-def user_embeddings(
-    context: dg.AssetExecutionContext, storage: StorageResource, embedder: EmbedderResource
-) -> dg.MaterializeResult:
-    result = build_user_embeddings(storage.dataset_dir(), _embedder(embedder), recipe="description")
-    context.log.info(
-        f"user embeddings: {result.total} users, {result.embedded} texts embedded, {result.reused} reused"
-        + (" (up to date)" if result.up_to_date else "")
-    )
-    return _result(result)
-
-
-def _make_checks(asset_key: str, file_name: str, id_column: str, source_name: str) -> dg.AssetChecksDefinition:
+def _make_checks(
+    keys: DomainKeys, asset_key: str, file_name: str, id_column: str, source_name: str
+) -> dg.AssetChecksDefinition:
     """The four checks of one embeddings asset (suber_data.embeddings.checks), from a single read of the file."""
     return multi_check(
-        asset_key,
-        f"{asset_key}_checks",
+        keys.key(asset_key),
+        keys.name(f"{asset_key}_checks"),
         check_descriptions(id_column, source_name),
-        lambda r: check_embeddings(r.storage.dataset_dir(), asset_key, file_name, id_column, source_name),
+        lambda r: check_embeddings(
+            getattr(r, keys.storage).dataset_dir(), asset_key, file_name, id_column, source_name
+        ),
+        frozenset({keys.storage}),
     )
 
 
-assets = [item_embeddings, user_embeddings]
-checks = [
-    _make_checks("item_embeddings", ITEM_EMBEDDINGS, "item_id", "items.parquet"),
-    _make_checks("user_embeddings", USER_EMBEDDINGS, "user_id", "user_descriptions.parquet"),
-]
+def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
+    """``item_embeddings`` and ``user_embeddings`` of one domain and their checks."""
+
+    @dg.asset(
+        key=keys.key("item_embeddings"),
+        deps=[keys.key("items")],
+        group_name=keys.name("embeddings"),
+        required_resource_keys={keys.storage, "embedder"},
+        description="One unit Sentence-T5 (or chosen model) vector per item, from its overview or description "
+        "(title when empty).",
+    )
+    def item_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        storage, embedder = getattr(context.resources, keys.storage), context.resources.embedder
+        # an unknown recipe is an InputError naming the choices (suber_data.embeddings.recipes.ITEM_RECIPES)
+        result = build_item_embeddings(storage.dataset_dir(), _embedder(embedder), recipe=embedder.recipe)
+        context.log.info(
+            f"item embeddings: {result.total} items, {result.embedded} texts embedded, {result.reused} reused"
+            + (" (up to date)" if result.up_to_date else "")
+        )
+        return _result(result)
+
+    @dg.asset(
+        key=keys.key("user_embeddings"),
+        deps=[keys.key("user_descriptions")],
+        group_name=keys.name("embeddings"),
+        required_resource_keys={keys.storage, "embedder"},
+        description="One unit vector per user, from the user's generated description.",
+    )
+    def user_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        storage, embedder = getattr(context.resources, keys.storage), context.resources.embedder
+        result = build_user_embeddings(storage.dataset_dir(), _embedder(embedder), recipe="description")
+        context.log.info(
+            f"user embeddings: {result.total} users, {result.embedded} texts embedded, {result.reused} reused"
+            + (" (up to date)" if result.up_to_date else "")
+        )
+        return _result(result)
+
+    checks = [
+        _make_checks(keys, "item_embeddings", ITEM_EMBEDDINGS, "item_id", "items.parquet"),
+        _make_checks(keys, "user_embeddings", USER_EMBEDDINGS, "user_id", "user_descriptions.parquet"),
+    ]
+    return [item_embeddings, user_embeddings], checks
+
+
+assets, checks = make()
+item_embeddings, user_embeddings = assets

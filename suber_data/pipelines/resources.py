@@ -35,6 +35,12 @@ class TMDBResource(dg.ConfigurableResource):
     language: str = "en-US"
 
 
+class BooksResource(dg.ConfigurableResource):
+    """The book corpus: which filter turns the Kaggle files into items and ratings (suber_data/books/profiles.py)."""
+
+    profile: str = "default"  # "default" (the project's) or "suber" (SUBER's preprocessing exactly)
+
+
 class UsersResource(dg.ConfigurableResource):
     """Synthetic population settings (issue: users)."""
 

@@ -6,6 +6,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from suber_data.pipelines.checks import to_dagster
+from suber_data.pipelines.keys import ROOT, DomainKeys
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
 from suber_data.users.checks import CheckResult
@@ -32,34 +33,6 @@ def users_config(storage: StorageResource, users: UsersResource) -> B.UsersConfi
     )
 
 
-@dg.asset(
-    name="users",
-    deps=["items"],  # tastes are written in the items' genre vocabulary
-    group_name=GROUP,
-    description="Synthetic users (users.parquet): census ages and sexes, SSA/Census names, occupation rules, "
-    "genre or category tastes; profile 'suber' reproduces SUBER's sampler exactly.",
-)
-def users_asset(
-    context: dg.AssetExecutionContext, storage: StorageResource, users: UsersResource
-) -> dg.MaterializeResult:
-    result = B.build_users(storage.dataset_dir(), users_config(storage, users))
-    context.log.info(result.message)
-    metadata: dict = {
-        "up_to_date": result.skipped,
-        "fingerprint": result.fingerprint,
-        "path": str(result.path),
-        "rows": result.counts.get("users", 0),
-    }
-    preview = next(pq.ParquetFile(result.path).iter_batches(batch_size=10)).to_pandas()
-    metadata["preview"] = dg.MetadataValue.md(preview.to_markdown(index=False))
-    for name, path in result.plots.items():
-        metadata[name] = dg.MetadataValue.md(png_markdown(path, name))
-        metadata[f"{name}_png"] = dg.MetadataValue.path(str(path))
-    for check in result.checks:
-        metadata[f"check_{check.name}"] = f"{'pass' if check.passed else 'fail'}: {check.detail}"
-    return dg.MaterializeResult(metadata=metadata)
-
-
 @functools.lru_cache(maxsize=4)
 def _checks_of(folder: str, mtime_ns: int, size: int) -> dict[str, CheckResult]:
     # the four checks share one evaluation per users.parquet version
@@ -73,33 +46,74 @@ def _one(storage: StorageResource, name: str) -> dg.AssetCheckResult:
     return to_dagster(results[name].outcome())
 
 
-@dg.asset_check(asset="users", description="age-by-sex total variation distance from the census (or SUBER) target")
-def users_age_sex(storage: StorageResource) -> dg.AssetCheckResult:
-    return _one(storage, "age_sex_tvd")
+def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
+    """The ``users`` asset and its checks of one domain (``keys``: how the domain names its assets)."""
+
+    def storage_of(resources) -> StorageResource:
+        return getattr(resources, keys.storage)
+
+    @dg.asset(
+        key=keys.key("users"),
+        deps=[keys.key("items")],  # tastes are written in the items' genre vocabulary
+        group_name=keys.name(GROUP),
+        required_resource_keys={keys.storage, "users"},
+        description="Synthetic users (users.parquet): census ages and sexes, SSA/Census names, occupation rules, "
+        "genre or category tastes; profile 'suber' reproduces SUBER's sampler exactly.",
+    )
+    def users_asset(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        storage = storage_of(context.resources)
+        result = B.build_users(storage.dataset_dir(), users_config(storage, context.resources.users))
+        context.log.info(result.message)
+        metadata: dict = {
+            "up_to_date": result.skipped,
+            "fingerprint": result.fingerprint,
+            "path": str(result.path),
+            "rows": result.counts.get("users", 0),
+        }
+        preview = next(pq.ParquetFile(result.path).iter_batches(batch_size=10)).to_pandas()
+        metadata["preview"] = dg.MetadataValue.md(preview.to_markdown(index=False))
+        for name, path in result.plots.items():
+            metadata[name] = dg.MetadataValue.md(png_markdown(path, name))
+            metadata[f"{name}_png"] = dg.MetadataValue.path(str(path))
+        for check in result.checks:
+            metadata[f"check_{check.name}"] = f"{'pass' if check.passed else 'fail'}: {check.detail}"
+        return dg.MaterializeResult(metadata=metadata)
+
+    def one_check(name: str, library_name: str, description: str) -> dg.AssetChecksDefinition:
+        @dg.asset_check(
+            asset=keys.key("users"), name=name, description=description, required_resource_keys={keys.storage}
+        )
+        def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+            return _one(storage_of(context.resources), library_name)
+
+        return _check
+
+    @dg.asset_check(
+        asset=keys.key("users"),
+        name="users_tastes_in_items",
+        description="every liked/disliked term is a genre (movies) or category (books) of the items",
+        required_resource_keys={keys.storage},
+    )
+    def users_tastes_in_items(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        folder = storage_of(context.resources).dataset_dir()
+        return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet").outcome())
+
+    checks = [
+        one_check(
+            "users_age_sex", "age_sex_tvd", "age-by-sex total variation distance from the census (or SUBER) target"
+        ),
+        one_check("users_like_rates", "like_rates", "every genre/category like-rate inside its binomial interval"),
+        one_check(
+            "users_occupation_rules",
+            "occupation_rules",
+            "occupation rules: children at school, no retired 30-year-olds",
+        ),
+        one_check(
+            "users_name_duplicates", "name_duplicates", "full-name duplicates no more than independent names predict"
+        ),
+        users_tastes_in_items,
+    ]
+    return [users_asset], checks
 
 
-@dg.asset_check(asset="users", description="every genre/category like-rate inside its binomial interval")
-def users_like_rates(storage: StorageResource) -> dg.AssetCheckResult:
-    return _one(storage, "like_rates")
-
-
-@dg.asset_check(asset="users", description="occupation rules: children at school, no retired 30-year-olds")
-def users_occupation_rules(storage: StorageResource) -> dg.AssetCheckResult:
-    return _one(storage, "occupation_rules")
-
-
-@dg.asset_check(asset="users", description="full-name duplicates no more than independent names predict")
-def users_name_duplicates(storage: StorageResource) -> dg.AssetCheckResult:
-    return _one(storage, "name_duplicates")
-
-
-@dg.asset_check(asset="users", description="every liked/disliked term is a genre of the items (items.parquet)")
-def users_tastes_in_items(storage: StorageResource) -> dg.AssetCheckResult:
-    folder = storage.dataset_dir()
-    if storage.domain != "movies":  # only movie tastes are mapped onto item genres so far
-        return dg.AssetCheckResult(passed=True, metadata={"detail": f"not checked for domain '{storage.domain}'"})
-    return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet").outcome())
-
-
-assets = [users_asset]
-checks = [users_age_sex, users_like_rates, users_occupation_rules, users_name_duplicates, users_tastes_in_items]
+assets, checks = make()

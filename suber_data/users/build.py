@@ -55,7 +55,7 @@ class UsersConfig:
     suber_lists: str | None = None  # folder with SUBER's list files; None: fetch them
     suber_split: float = 0.5
     genre_prior: str | None = None  # CSV genre,liked; None: Morning Consult 2018
-    category_prior: str | None = None  # CSV category,weight; None: the packaged Amazon counts
+    category_prior: str | None = None  # CSV category,weight; None: counted from the items (packaged as fallback)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -99,7 +99,21 @@ class Inputs:
     checksums: dict[str, str]
 
 
-def load_inputs(config: UsersConfig) -> Inputs:
+def book_tastes(config: UsersConfig, dataset_dir: Path | None) -> Prior:
+    """The census profile's book categories: the user's file, else counted from the built items.parquet
+    (SUBER section 1.5: categories on more than 100 books, weighted by their count), else the packaged prior."""
+    if config.category_prior:
+        return book_category_prior(config.category_prior)
+    items = Path(dataset_dir) / "items.parquet" if dataset_dir is not None else None
+    if items is None or not items.exists():
+        return book_category_prior()
+    from suber_data.books.priors import category_prior
+
+    return category_prior(items, min_categories=(config.cap_liked or 4) + (config.cap_disliked or 4))
+
+
+def load_inputs(config: UsersConfig, dataset_dir: Path | None = None) -> Inputs:
+    """The lists, priors and census a build reads; book tastes are counted from ``dataset_dir``'s items."""
     sources: dict[str, dict[str, Any]] = {}
     checksums: dict[str, str] = {}
     census = None
@@ -121,10 +135,8 @@ def load_inputs(config: UsersConfig) -> Inputs:
         entry.update({k: v for k, v in census.meta.items() if k not in entry})
         sources[release.name if release else "census-file"] = entry
         checksums["census"] = sha
-        if config.domain == "books":
-            tastes = book_category_prior(config.category_prior)
-        else:
-            tastes = movie_genre_prior(config.genre_prior)
+        books = config.domain == "books"
+        tastes = book_tastes(config, dataset_dir) if books else movie_genre_prior(config.genre_prior)
     for label, (where, sha) in lists.files.items():
         checksums[label] = sha
         if where.startswith("asset:"):
@@ -195,9 +207,10 @@ class UsersBuild(StepResult):
 
 
 def _vocabulary(dataset_dir: Path, config: UsersConfig, inputs: Inputs) -> dict[str, Any] | None:
-    """How the movie tastes map onto the genres of the dataset's items (None: no movie items to map onto)."""
+    """How the tastes (movie genres, book categories) map onto the genres of the dataset's items (None: no
+    items to map onto)."""
     items = dataset_dir / "items.parquet"
-    if config.domain != "movies" or not items.exists():
+    if not items.exists():
         return None
     mapped = vocabulary.map_names([str(n) for n in inputs.tastes.names], vocabulary.item_genres(items))
     return {"source": "items.parquet genres", **mapped}
@@ -210,7 +223,7 @@ def _fingerprint(config: UsersConfig, inputs: Inputs) -> str:
 def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = False) -> UsersBuild:
     """Write ``users.parquet`` (+ plots, manifest section) into ``dataset_dir`` unless already current."""
     dataset_dir = Path(dataset_dir)
-    inputs = load_inputs(config)
+    inputs = load_inputs(config, dataset_dir)
     vocab = _vocabulary(dataset_dir, config, inputs)
     fp = fingerprint(_fingerprint(config, inputs), vocab)
     path = dataset_dir / TABLE
@@ -230,6 +243,7 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
             "checks": [r.as_dict() for r in results],
             "plots": {k: p.name for k, p in plots.items()},
             "vocabulary": vocab or {"source": "the prior's own names (no items.parquet to map onto)"},
+            "tastes": {"source": source_url(inputs.tastes.source), "names": int(inputs.tastes.names.size)},
         }
         if inputs.census is not None:
             extra["census"] = {"vintage": inputs.census.vintage, "year": inputs.census.year, **inputs.census.meta}
@@ -304,7 +318,7 @@ def check_users_dataset(dataset_dir: str | Path) -> list[C.CheckResult]:
     vocab = section.get("vocabulary", {})
     if "mapping" in vocab:  # back to the prior's names; tastes no item has were dropped, so not checked
         table = vocabulary.apply(table, {v: k for k, v in vocab["mapping"].items()})
-    results, _ = run_checks(table, config, load_inputs(config), skip=set(vocab.get("dropped", [])))
+    results, _ = run_checks(table, config, load_inputs(config, dataset_dir), skip=set(vocab.get("dropped", [])))
     if "mapping" in vocab:
         results.append(vocabulary.check_tastes_in_items(path, dataset_dir / "items.parquet"))
     return results

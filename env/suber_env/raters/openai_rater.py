@@ -9,7 +9,7 @@ import urllib.request
 
 import numpy as np
 
-from ..core import get_scale
+from ..core import DOMAIN_SCALES, get_scale
 from ..prompts import PromptBuilder
 from .base import Rater, Requests
 from .prompting import PromptRenderer
@@ -29,7 +29,7 @@ class OpenAIRater(Rater):
         ds,
         base_url: str,
         model: str,
-        scale: str = "0-9",
+        scale: str | None = None,
         shots: int = 2,
         tokenizer=None,
         top_logprobs: int = 20,
@@ -40,7 +40,7 @@ class OpenAIRater(Rater):
         import os
 
         self.ds, self.base_url, self.model_name = ds, base_url.rstrip("/"), model
-        self.scale = get_scale(scale)
+        self.scale = get_scale(scale or DOMAIN_SCALES[ds.domain])
         self.pb = PromptBuilder(ds.domain, self.scale, shots)
         self.render = PromptRenderer(ds, self.pb, tokenizer)
         self.render.keep_space = False

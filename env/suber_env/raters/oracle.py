@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import get_scale
+from ..core import DOMAIN_SCALES, get_scale
 from .base import Rater, Ratings, Requests
 
 
@@ -20,10 +20,16 @@ class OracleRater(Rater):
     _MAX_SEEN = 16  # the row table covers requests with fewer earlier watches than this
 
     def __init__(
-        self, ds, scale: str = "0-9", like: float = 1.5, dislike: float = 2.5, repeat: float = 1.0, sigma: float = 1.0
+        self,
+        ds,
+        scale: str | None = None,  # None: the dataset's domain scale (DOMAIN_SCALES)
+        like: float = 1.5,
+        dislike: float = 2.5,
+        repeat: float = 1.0,
+        sigma: float = 1.0,
     ):
         ds.require("users", "the oracle rater (it reads users' liked and disliked genres)")
-        self.ds, self.scale = ds, get_scale(scale)
+        self.ds, self.scale = ds, get_scale(scale or DOMAIN_SCALES[ds.domain])
         self.like, self.dislike, self.repeat, self.sigma = like, dislike, repeat, sigma
         self.values = np.asarray(self.scale.values)
         span = self.scale.max - self.scale.min

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import get_scale
+from ..core import DOMAIN_SCALES, get_scale
 from ..prompts import PromptBuilder
 from .base import Rater, Requests
 from .prompting import PromptRenderer, label_token_ids
@@ -24,7 +24,7 @@ class TransformersRater(Rater):
         ds,
         model,
         tokenizer,
-        scale: str = "0-9",
+        scale: str | None = None,
         shots: int = 2,
         max_batch: int = 16,
         max_batch_tokens: int = 8192,
@@ -38,7 +38,7 @@ class TransformersRater(Rater):
 
         self.torch = torch
         self.ds, self.model, self.tok = ds, model.eval(), tokenizer
-        self.scale = get_scale(scale)
+        self.scale = get_scale(scale or DOMAIN_SCALES[ds.domain])
         self.pb = PromptBuilder(ds.domain, self.scale, shots)
         self.render = PromptRenderer(ds, self.pb, tokenizer)
         self.max_batch, self.max_batch_tokens, self.share_prefix = max_batch, max_batch_tokens, share_prefix

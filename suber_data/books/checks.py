@@ -1,0 +1,82 @@
+"""Checks of the book corpus tables (items.parquet, ratings.parquet), as neutral ``CheckOutcome``s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from suber_data import duck
+from suber_data.artifacts.checks import CheckOutcome
+from suber_data.artifacts.io import schema_problems
+from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS
+from suber_data.books.profiles import MIN_RATINGS
+
+ITEM_CHECKS = {
+    "items_ids_unique": "item_id is dense 0..n-1 and book_id unique",
+    "items_complete": "every book has a title, a description and at least one category",
+    "items_vote_count": f"every book has at least {MIN_RATINGS} ratings, and vote_average lies in 1..5",
+    "items_schema": "items.parquet has the published book schema",
+}
+RATING_CHECKS = {"ratings_valid": "ratings.parquet has the published book schema, valid item ids and 1..5 ratings"}
+
+
+def _sql(path: Path) -> str:
+    return f"read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')"
+
+
+def check_items(dataset_dir: str | Path) -> list[CheckOutcome]:
+    path = Path(dataset_dir) / "items.parquet"
+    n, distinct, lo, hi, books, incomplete, no_year, few, averages = duck.one(
+        "SELECT count(*), count(DISTINCT item_id), min(item_id), max(item_id), count(DISTINCT book_id), "
+        "count(*) FILTER (WHERE coalesce(trim(title), '') = '' OR coalesce(trim(overview), '') = '' "
+        "OR coalesce(len(genres), 0) = 0), count(*) FILTER (WHERE year IS NULL), "
+        f"count(*) FILTER (WHERE coalesce(vote_count, 0) < {MIN_RATINGS}), "
+        f"count(*) FILTER (WHERE vote_average NOT BETWEEN 1 AND 5 OR vote_average IS NULL) FROM {_sql(path)}"
+    )
+    problems = schema_problems(path, BOOK_ITEMS)
+    return [
+        CheckOutcome(
+            "items_ids_unique",
+            n == distinct == books and lo == 0 and hi == n - 1,
+            description=ITEM_CHECKS["items_ids_unique"],
+            metadata={"rows": n, "distinct_item_id": distinct, "distinct_book_id": books},
+        ),
+        CheckOutcome(
+            "items_complete",
+            incomplete == 0,
+            description=ITEM_CHECKS["items_complete"],
+            metadata={"incomplete": incomplete, "without_year": no_year},  # a date like "19??" has no year
+        ),
+        CheckOutcome(
+            "items_vote_count",
+            few == 0 and averages == 0,
+            description=ITEM_CHECKS["items_vote_count"],
+            metadata={"too_few_ratings": few, "vote_average_out_of_range": averages},
+        ),
+        CheckOutcome(
+            "items_schema",
+            not problems,
+            description=ITEM_CHECKS["items_schema"],
+            metadata={"problems": "; ".join(problems) or "none"},
+        ),
+    ]
+
+
+def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
+    d = Path(dataset_dir)
+    problems = schema_problems(d / "ratings.parquet", BOOK_RATINGS)
+    orphans, out_of_range = duck.one(
+        f"SELECT count(*) FILTER (WHERE i.item_id IS NULL), count(*) FILTER (WHERE r.rating NOT BETWEEN 1 AND 5) "
+        f"FROM {_sql(d / 'ratings.parquet')} r LEFT JOIN {_sql(d / 'items.parquet')} i USING (item_id)"
+    )
+    if orphans:
+        problems.append(f"{orphans} rating(s) point to no item")
+    if out_of_range:
+        problems.append(f"{out_of_range} rating(s) outside 1..5")
+    return [
+        CheckOutcome(
+            "ratings_valid",
+            not problems,
+            description=RATING_CHECKS["ratings_valid"],
+            metadata={"problems": "; ".join(problems) or "none"},
+        )
+    ]

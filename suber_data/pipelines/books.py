@@ -1,0 +1,110 @@
+"""Dagster assets of the book corpus: release files (Kaggle or Amazon 2023) -> items and ratings (one DuckDB pass).
+
+The books domain's keys live under the prefix ``books`` (``books/items``, group ``books``) and read the
+``books_storage`` resource, so they load beside the movies in one graph (suber_data/pipelines/keys.py).
+"""
+
+import dagster as dg
+
+from suber_data import duck
+from suber_data.books import checks as checks_lib
+from suber_data.books import corpus
+from suber_data.pipelines.checks import multi_check
+from suber_data.pipelines.keys import DomainKeys
+from suber_data.pipelines.resources import StorageResource
+
+KEYS = DomainKeys("books")
+GROUP = "books"
+STORAGE = KEYS.storage
+
+
+def _storage(context) -> StorageResource:
+    return getattr(context.resources, STORAGE)
+
+
+def _result(result: corpus.StepResult, context: dg.AssetExecutionContext, **extra) -> dg.MaterializeResult:
+    context.log.info(result.message)
+    metadata = {"up_to_date": result.skipped, "fingerprint": result.fingerprint, **extra}
+    metadata |= {k.replace(" ", "_"): v for k, v in result.counts.items() if isinstance(v, int | float | str)}
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def _tables(context) -> corpus.StepResult:
+    # one DuckDB pass writes both tables; the second asset finds them current and does no work
+    storage, books = _storage(context), context.resources.books
+    source = corpus.build_source(storage.release)
+    return corpus.build_items_and_ratings(storage.dataset_dir(), storage.release, source, profile=books.profile)
+
+
+# Assets pass no data: each step finds its inputs in the cache by fingerprint, as the movie assets do.
+@dg.asset(
+    key=KEYS.key("release"),
+    group_name=GROUP,
+    required_resource_keys={STORAGE},
+    description="A books release: the Kaggle 'Amazon Books Reviews' files (extracted) or Amazon Reviews 2023 "
+    "meta_Books/Books, downloaded and verified (cache).",
+)
+def book_release(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    release = _storage(context).release
+    return _result(corpus.build_source(release), context, release=release)
+
+
+@dg.asset(
+    key=KEYS.key("items"),
+    deps=[book_release],
+    group_name=GROUP,
+    required_resource_keys={STORAGE, "books"},
+    description="The book item table (items.parquet): the profile's filter of the release's books.",
+)
+def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    result = _tables(context)
+    path = _storage(context).dataset_dir() / "items.parquet"
+    preview = duck.arrow(
+        f"SELECT item_id, title, year, genres, vote_average, vote_count FROM read_parquet('{path}') LIMIT 10"
+    ).to_pandas()
+    categories = duck.arrow(
+        f"SELECT genre AS category, count(*) AS books FROM (SELECT unnest(genres) AS genre FROM read_parquet('{path}'))"
+        " GROUP BY genre ORDER BY books DESC, genre LIMIT 20"
+    ).to_pandas()
+    return _result(
+        result,
+        context,
+        path=str(path),
+        preview=dg.MetadataValue.md(preview.to_markdown(index=False)),
+        categories=dg.MetadataValue.md(categories.to_markdown(index=False)),
+    )
+
+
+@dg.asset(
+    key=KEYS.key("ratings"),
+    deps=[items],
+    group_name=GROUP,
+    required_resource_keys={STORAGE, "books"},
+    description="The release's real review scores mapped to item_id (ratings.parquet).",
+)
+def ratings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    result = _tables(context)
+    context.log.info(result.message)
+    return dg.MaterializeResult(
+        metadata={"up_to_date": result.skipped, "fingerprint": result.fingerprint, "ratings": result.counts["ratings"]}
+    )
+
+
+# -- checks (the library's, suber_data.books.checks) -------------------------------------------------------
+items_checks = multi_check(
+    KEYS.key("items"),
+    KEYS.name("items_checks"),
+    checks_lib.ITEM_CHECKS,
+    lambda r: checks_lib.check_items(getattr(r, STORAGE).dataset_dir()),
+    frozenset({STORAGE}),
+)
+ratings_checks = multi_check(
+    KEYS.key("ratings"),
+    KEYS.name("ratings_checks"),
+    checks_lib.RATING_CHECKS,
+    lambda r: checks_lib.check_ratings(getattr(r, STORAGE).dataset_dir()),
+    frozenset({STORAGE}),
+)
+
+assets = [book_release, items, ratings]
+checks = [items_checks, ratings_checks]
