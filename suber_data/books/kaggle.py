@@ -38,8 +38,6 @@ RATING_COLUMNS = (
     "review/summary",
     "review/text",
 )
-# Only these columns of Books_rating.csv are kept; the review texts are skipped while scanning.
-RATING_USED = ("Id", "Title", "User_id", "review/score", "review/time")
 
 
 def _read_csv(path: Path, columns: tuple[str, ...], *, parallel: bool = False) -> str:
