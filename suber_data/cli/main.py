@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from suber_data import __version__, settings
@@ -38,7 +39,7 @@ class Profile(StrEnum):
 
 
 def fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # paths may hold [brackets]
     raise typer.Exit(1)
 
 
@@ -49,60 +50,61 @@ def _root(version: Annotated[bool, typer.Option("--version", help="Print the ver
         raise typer.Exit()
 
 
+# Options both `build` commands take, declared once.
+DataDir = Annotated[Path | None, typer.Option(help="Root of built datasets (env SUBER_DATA_DIR, default ./data).")]
+OnlyStep = Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")]
+Users = Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")]
+Seed = Annotated[int | None, typer.Option(help="Seed of every sampled and generated artifact (resource defaults).")]
+SuberLists = Annotated[Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")]
+Llm = Annotated[
+    str | None,
+    typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
+]
+Model = Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")]
+LlmBaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
+EmbeddingModel = Annotated[
+    str | None,
+    typer.Option(help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."),
+]
+
+
 @build_app.command("movies")
 def build_movies(
     release: Annotated[str, typer.Option(help="MovieLens release (see `suber-data sources`); 'sample' is offline.")] = (
         "ml-latest-small"
     ),
-    data_dir: Annotated[
-        Path | None, typer.Option(help="Root of built datasets [env SUBER_DATA_DIR, default ./data].")
-    ] = None,
+    data_dir: DataDir = None,
     no_tmdb: Annotated[bool, typer.Option("--no-tmdb", help="Skip TMDB: a MovieLens-only item table.")] = False,
-    tmdb_rate: Annotated[float | None, typer.Option(help="TMDB requests per second [resource default: 40].")] = None,
-    only: Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")] = None,
-    users: Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")] = 0,
-    seed: Annotated[
-        int | None, typer.Option(help="Seed of every sampled and generated artifact [resource defaults].")
-    ] = None,
+    tmdb_rate: Annotated[float | None, typer.Option(help="TMDB requests per second (resource default: 40).")] = None,
+    only: OnlyStep = None,
+    users: Users = 0,
+    seed: Seed = None,
     profile: Annotated[
         Profile | None, typer.Option(help="census (the resource default) or suber (SUBER-exact sampling).")
     ] = None,
-    suber_lists: Annotated[
-        Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")
-    ] = None,
-    llm: Annotated[
-        str | None,
-        typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
-    ] = None,
-    model: Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")] = None,
-    llm_base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    embedding_model: Annotated[
-        str | None,
-        typer.Option(
-            help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."
-        ),
-    ] = None,
+    suber_lists: SuberLists = None,
+    llm: Llm = None,
+    model: Model = None,
+    llm_base_url: LlmBaseUrl = None,
+    embedding_model: EmbeddingModel = None,
 ) -> None:
     """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
-    from suber_data.cli.run import BuildOptions
-
-    options = BuildOptions(
-        domain="movies",
-        release=release,
-        data_dir=str(settings.data_dir(data_dir)),
+    _build(
+        "movies",
+        release,
+        data_dir,
+        only,
+        profile,
+        suber_lists,
         tmdb=not no_tmdb,
         tmdb_rate=tmdb_rate,
-        only=only.value if only else None,
         users=users,
         seed=seed,
-        profile=profile.value if profile else None,
-        suber_lists=str(suber_lists) if suber_lists else None,
         llm=llm,
         model=model,
         llm_base_url=llm_base_url,
         embedding_model=embedding_model,
     )
-    _run(options)
 
 
 @build_app.command("books")
@@ -114,14 +116,10 @@ def build_books(
             "amazon2023-books (Amazon Reviews 2023 meta_Books + Books); 'books-sample' is offline."
         ),
     ] = "kaggle-amazon-books",
-    data_dir: Annotated[
-        Path | None, typer.Option(help="Root of built datasets [env SUBER_DATA_DIR, default ./data].")
-    ] = None,
-    only: Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")] = None,
-    users: Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")] = 0,
-    seed: Annotated[
-        int | None, typer.Option(help="Seed of every sampled and generated artifact [resource defaults].")
-    ] = None,
+    data_dir: DataDir = None,
+    only: OnlyStep = None,
+    users: Users = 0,
+    seed: Seed = None,
     profile: Annotated[
         Profile | None,
         typer.Option(
@@ -129,40 +127,42 @@ def build_books(
             "and sampler exactly)."
         ),
     ] = None,
-    suber_lists: Annotated[
-        Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")
-    ] = None,
-    llm: Annotated[
-        str | None,
-        typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
-    ] = None,
-    model: Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")] = None,
-    llm_base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    embedding_model: Annotated[
-        str | None,
-        typer.Option(
-            help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."
-        ),
-    ] = None,
+    suber_lists: SuberLists = None,
+    llm: Llm = None,
+    model: Model = None,
+    llm_base_url: LlmBaseUrl = None,
+    embedding_model: EmbeddingModel = None,
 ) -> None:
     """Build a book dataset: Amazon Books (Kaggle) items and ratings, optional users, descriptions, embeddings."""
+    _build(
+        "books",
+        release,
+        data_dir,
+        only,
+        profile,
+        suber_lists,
+        tmdb=False,
+        users=users,
+        seed=seed,
+        llm=llm,
+        model=model,
+        llm_base_url=llm_base_url,
+        embedding_model=embedding_model,
+    )
+
+
+def _build(domain, release, data_dir, only, profile, suber_lists, **options) -> None:
     from suber_data.cli.run import BuildOptions
 
     _run(
         BuildOptions(
-            domain="books",
+            domain=domain,
             release=release,
             data_dir=str(settings.data_dir(data_dir)),
-            tmdb=False,
             only=only.value if only else None,
-            users=users,
-            seed=seed,
             profile=profile.value if profile else None,
             suber_lists=str(suber_lists) if suber_lists else None,
-            llm=llm,
-            model=model,
-            llm_base_url=llm_base_url,
-            embedding_model=embedding_model,
+            **options,
         )
     )
 

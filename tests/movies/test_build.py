@@ -91,6 +91,18 @@ def test_missing_credentials_is_a_one_line_error(env, mirror):
     assert not (env / "data" / "movies" / "ml-latest-small").exists()
 
 
+def test_error_with_bracketed_path_prints_whole(env, monkeypatch):
+    """A source error holds '[<path>: not found]': printed as text, not read as Rich markup."""
+    folder = env / "empty [mirror]"
+    folder.mkdir()
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    monkeypatch.setenv("SUBER_DATA_MIRROR", str(folder))
+    result = build("--release", "ml-1m", "--no-tmdb")
+    assert result.exit_code == 1
+    assert f"[{folder / 'ml-1m.zip'}: not found]" in result.output.replace("\n", "")
+    assert not (env / "data" / "movies" / "ml-1m").exists()
+
+
 def _custom_release(env, monkeypatch, name: str, payload: bytes):
     from suber_data.sources import Release, register
 
