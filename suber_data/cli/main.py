@@ -62,6 +62,8 @@ Llm = Annotated[
 ]
 Model = Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")]
 LlmBaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="On an error, print its whole traceback too.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (tables and progress: none).")]
 EmbeddingModel = Annotated[
     str | None,
     typer.Option(help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."),
@@ -87,6 +89,8 @@ def build_movies(
     model: Model = None,
     llm_base_url: LlmBaseUrl = None,
     embedding_model: EmbeddingModel = None,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
 ) -> None:
     """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
     _build(
@@ -104,6 +108,8 @@ def build_movies(
         model=model,
         llm_base_url=llm_base_url,
         embedding_model=embedding_model,
+        verbose=verbose,
+        as_json=as_json,
     )
 
 
@@ -132,6 +138,8 @@ def build_books(
     model: Model = None,
     llm_base_url: LlmBaseUrl = None,
     embedding_model: EmbeddingModel = None,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
 ) -> None:
     """Build a book dataset: Amazon Books (Kaggle) items and ratings, optional users, descriptions, embeddings."""
     _build(
@@ -148,13 +156,17 @@ def build_books(
         model=model,
         llm_base_url=llm_base_url,
         embedding_model=embedding_model,
+        verbose=verbose,
+        as_json=as_json,
     )
 
 
-def _build(domain, release, data_dir, only, profile, suber_lists, **options) -> None:
+def _build(domain, release, data_dir, only, profile, suber_lists, *, verbose, as_json, **options) -> None:
     from suber_data.cli.run import BuildOptions
 
     _run(
+        verbose,
+        as_json,
         BuildOptions(
             domain=domain,
             release=release,
@@ -163,17 +175,34 @@ def _build(domain, release, data_dir, only, profile, suber_lists, **options) -> 
             profile=profile.value if profile else None,
             suber_lists=str(suber_lists) if suber_lists else None,
             **options,
-        )
+        ),
     )
 
 
-def _run(options) -> None:
-    from suber_data.cli.run import run_build
+def _run(verbose: bool, as_json: bool, options) -> None:
+    """Check every option, then build; an error is one line (``--verbose``: with its traceback)."""
+    from suber_data.cli.run import StepFailed, run_build
+    from suber_data.cli.validate import check_options
 
     try:
-        run_build(options, console=console, out=out)
+        check_options(options)  # before any step runs: nothing is downloaded or written on a bad value
+        report = run_build(options, console=console, out=out, as_json=as_json)
     except SuberDataError as exc:
+        if verbose:
+            if isinstance(exc, StepFailed) and exc.details:
+                console.print(exc.details, markup=False, highlight=False, soft_wrap=True)
+            else:
+                console.print_exception()
+        if as_json:
+            _print_json({"ok": False, "error": str(exc)})
         fail(str(exc))
+    if as_json:
+        _print_json(report)
+
+
+def _print_json(value) -> None:
+    # plain print: Rich would wrap long strings at the terminal's width, which breaks the JSON
+    typer.echo(json.dumps(value, indent=2, default=str))
 
 
 @app.command("sources")
