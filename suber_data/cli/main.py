@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 from suber_data import __version__, settings
@@ -206,24 +207,57 @@ def _print_json(value) -> None:
 
 
 @app.command("sources")
-def sources() -> None:
+def sources(as_json: AsJson = False) -> None:
     """Known releases: size, checksum and whether they are in the cache."""
     from suber_data.sources import REGISTRY, cached_path
 
     _load_all_sources()
-    table = Table(title=f"Known releases (cache: {settings.cache_dir()})")
-    for column in ("name", "family", "size", "checksum", "cached", "description"):
-        table.add_column(column)
+    rows = []
     for name, release in sorted(REGISTRY.items()):
-        size = f"{release.size:,}" if release.size else "?"
         checksum = "sha256" if release.sha256 else ("md5" if release.md5 else "unpinned")
-        cached = "yes" if cached_path(release) else "no"
-        table.add_row(name, release.family, size, checksum, cached, release.description)
+        rows.append(
+            {
+                "name": name,
+                "family": release.family,
+                "size": release.size,
+                "checksum": checksum,
+                "sha256": release.sha256,
+                "md5": release.md5,
+                "url": release.url,
+                "cached": cached_path(release) is not None,
+                "description": release.description,
+            }
+        )
+    if as_json:
+        _print_json(rows)
+        return
+    title = f"Known releases (cache: {escape(str(settings.cache_dir()))})"
+    longest = max((len(row["name"]) for row in rows), default=4)
+    if out.width < longest + 90:  # too narrow for a table: one block per release, the name whole on its own line
+        out.print(f"[bold]{title}[/]")
+        for row in rows:
+            size = f"{row['size']:,} bytes" if row["size"] else "size ?"
+            cached = "cached" if row["cached"] else "not cached"
+            out.print(f"[bold]{row['name']}[/]  {row['family']}, {size}, {row['checksum']}, {cached}")
+            out.print(Padding(escape(row["description"]), (0, 0, 0, 4)))
+        return
+    table = Table(title=title)
+    table.add_column("name", no_wrap=True, min_width=longest)  # what users type: never cut
+    for column in ("family", "size", "checksum", "cached"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("description", ratio=1)
+    for row in rows:
+        size = f"{row['size']:,}" if row["size"] else "?"
+        cached = "yes" if row["cached"] else "no"
+        table.add_row(row["name"], row["family"], size, row["checksum"], cached, escape(row["description"]))
     out.print(table)
 
 
 @app.command("info")
-def info(path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/movies/ml-latest-small.")]) -> None:
+def info(
+    path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/movies/ml-latest-small.")],
+    as_json: AsJson = False,
+) -> None:
     """What a dataset holds, from its manifest."""
     from suber_data.artifacts import read_manifest
 
@@ -233,6 +267,9 @@ def info(path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/
         fail(str(exc))
     if not manifest:
         fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies` or `build books`")
+    if as_json:
+        _print_json({"path": str(path), **manifest})
+        return
     out.print(
         f"[bold]{path}[/]  {manifest.get('domain', '?')}/{manifest.get('release', '?')}  "
         f"schema v{manifest.get('schema_version')}  tool {manifest.get('tool', {}).get('version')}  "
@@ -245,24 +282,26 @@ def info(path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/
         tables.add_row(name, f"{entry['rows']:,}", f"{entry['bytes']:,}", entry.get("step", ""))
     out.print(tables)
     steps = Table(title="steps")
-    for column in ("step", "built at", "counts", "settings"):
-        steps.add_column(column)
+    steps.add_column("step", no_wrap=True)
+    steps.add_column("built at", no_wrap=True)
+    steps.add_column("counts and settings", ratio=1)
     for name, section in manifest.get("steps", {}).items():
-        steps.add_row(
-            name, section.get("built_at", ""), _compact(section.get("counts")), _compact(section.get("settings"))
-        )
+        details = {**(section.get("counts") or {}), **(section.get("settings") or {})}
+        steps.add_row(name, section.get("built_at", ""), escape(_pairs(details)))
     out.print(steps)
     if manifest.get("sources"):
         src = Table(title="sources")
         for column in ("file", "url", "size", "sha256"):
-            src.add_column(column)
+            src.add_column(column, overflow="fold")  # a URL is copied: folded whole, never cut
         for name, entry in manifest["sources"].items():
             src.add_row(name, entry.get("url", ""), f"{entry.get('size') or '?'}", (entry.get("sha256") or "")[:16])
         out.print(src)
 
 
-def _compact(value) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str) if value else ""
+def _pairs(values: dict) -> str:
+    """One ``key: value`` per line, values as JSON with spaces: a narrow terminal wraps between words, never
+    inside a key or a number."""
+    return "\n".join(f"{k}: {json.dumps(v, separators=(', ', ': '), default=str)}" for k, v in values.items())
 
 
 def _load_all_sources() -> None:
