@@ -8,6 +8,7 @@ from pathlib import Path
 
 from suber_data import settings
 from suber_data.errors import SuberDataError
+from suber_data.pipelines.resources import EmbedderResource, LLMResource
 
 # The registry families each domain's corpus step reads, and release names built from several files.
 RELEASE_FAMILIES = {"movies": {"movielens"}, "books": {"kaggle-books"}}
@@ -50,10 +51,11 @@ def check_options(o) -> None:
         )
     if o.suber_lists and not Path(o.suber_lists).is_dir():
         raise SuberDataError(f"--suber-lists {o.suber_lists}: no such folder; pass the folder holding SUBER's CSVs")
-    if o.llm is not None or o.model is not None:
-        _check_llm(o.llm or "smollm2", o.model)
-    if o.embedding_model is not None:
-        _check_embedding_model(o.embedding_model)
+    # The default backend and model are checked too when the build will use them (--only names their step).
+    if o.llm is not None or o.model is not None or o.only == "descriptions":
+        _check_llm(o.llm or LLMResource().backend, o.model)
+    if o.embedding_model is not None or o.only == "embeddings":
+        _check_embedding_model(o.embedding_model or EmbedderResource().model)
 
 
 def _check_llm(backend: str, model: str | None) -> None:
