@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 from suber_data import __version__, settings
@@ -62,6 +63,8 @@ Llm = Annotated[
 ]
 Model = Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")]
 LlmBaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="On an error, print its whole traceback too.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (tables and progress: none).")]
 EmbeddingModel = Annotated[
     str | None,
     typer.Option(help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."),
@@ -87,6 +90,8 @@ def build_movies(
     model: Model = None,
     llm_base_url: LlmBaseUrl = None,
     embedding_model: EmbeddingModel = None,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
 ) -> None:
     """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
     _build(
@@ -104,6 +109,8 @@ def build_movies(
         model=model,
         llm_base_url=llm_base_url,
         embedding_model=embedding_model,
+        verbose=verbose,
+        as_json=as_json,
     )
 
 
@@ -132,6 +139,8 @@ def build_books(
     model: Model = None,
     llm_base_url: LlmBaseUrl = None,
     embedding_model: EmbeddingModel = None,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
 ) -> None:
     """Build a book dataset: Amazon Books (Kaggle) items and ratings, optional users, descriptions, embeddings."""
     _build(
@@ -148,13 +157,17 @@ def build_books(
         model=model,
         llm_base_url=llm_base_url,
         embedding_model=embedding_model,
+        verbose=verbose,
+        as_json=as_json,
     )
 
 
-def _build(domain, release, data_dir, only, profile, suber_lists, **options) -> None:
+def _build(domain, release, data_dir, only, profile, suber_lists, *, verbose, as_json, **options) -> None:
     from suber_data.cli.run import BuildOptions
 
     _run(
+        verbose,
+        as_json,
         BuildOptions(
             domain=domain,
             release=release,
@@ -163,38 +176,88 @@ def _build(domain, release, data_dir, only, profile, suber_lists, **options) -> 
             profile=profile.value if profile else None,
             suber_lists=str(suber_lists) if suber_lists else None,
             **options,
-        )
+        ),
     )
 
 
-def _run(options) -> None:
-    from suber_data.cli.run import run_build
+def _run(verbose: bool, as_json: bool, options) -> None:
+    """Check every option, then build; an error is one line (``--verbose``: with its traceback)."""
+    from suber_data.cli.run import StepFailed, run_build
+    from suber_data.cli.validate import check_options
 
     try:
-        run_build(options, console=console, out=out)
+        check_options(options)  # before any step runs: nothing is downloaded or written on a bad value
+        report = run_build(options, console=console, out=out, as_json=as_json)
     except SuberDataError as exc:
+        if verbose:
+            if isinstance(exc, StepFailed) and exc.details:
+                console.print(exc.details, markup=False, highlight=False, soft_wrap=True)
+            else:
+                console.print_exception()
+        if as_json:
+            _print_json({"ok": False, "error": str(exc)})
         fail(str(exc))
+    if as_json:
+        _print_json(report)
+
+
+def _print_json(value) -> None:
+    # plain print: Rich would wrap long strings at the terminal's width, which breaks the JSON
+    typer.echo(json.dumps(value, indent=2, default=str))
 
 
 @app.command("sources")
-def sources() -> None:
+def sources(as_json: AsJson = False) -> None:
     """Known releases: size, checksum and whether they are in the cache."""
     from suber_data.sources import REGISTRY, cached_path
 
     _load_all_sources()
-    table = Table(title=f"Known releases (cache: {settings.cache_dir()})")
-    for column in ("name", "family", "size", "checksum", "cached", "description"):
-        table.add_column(column)
+    rows = []
     for name, release in sorted(REGISTRY.items()):
-        size = f"{release.size:,}" if release.size else "?"
         checksum = "sha256" if release.sha256 else ("md5" if release.md5 else "unpinned")
-        cached = "yes" if cached_path(release) else "no"
-        table.add_row(name, release.family, size, checksum, cached, release.description)
+        rows.append(
+            {
+                "name": name,
+                "family": release.family,
+                "size": release.size,
+                "checksum": checksum,
+                "sha256": release.sha256,
+                "md5": release.md5,
+                "url": release.url,
+                "cached": cached_path(release) is not None,
+                "description": release.description,
+            }
+        )
+    if as_json:
+        _print_json(rows)
+        return
+    title = f"Known releases (cache: {escape(str(settings.cache_dir()))})"
+    longest = max((len(row["name"]) for row in rows), default=4)
+    if out.width < longest + 90:  # too narrow for a table: one block per release, the name whole on its own line
+        out.print(f"[bold]{title}[/]")
+        for row in rows:
+            size = f"{row['size']:,} bytes" if row["size"] else "size ?"
+            cached = "cached" if row["cached"] else "not cached"
+            out.print(f"[bold]{row['name']}[/]  {row['family']}, {size}, {row['checksum']}, {cached}")
+            out.print(Padding(escape(row["description"]), (0, 0, 0, 4)))
+        return
+    table = Table(title=title)
+    table.add_column("name", no_wrap=True, min_width=longest)  # what users type: never cut
+    for column in ("family", "size", "checksum", "cached"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("description", ratio=1)
+    for row in rows:
+        size = f"{row['size']:,}" if row["size"] else "?"
+        cached = "yes" if row["cached"] else "no"
+        table.add_row(row["name"], row["family"], size, row["checksum"], cached, escape(row["description"]))
     out.print(table)
 
 
 @app.command("info")
-def info(path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/movies/ml-latest-small.")]) -> None:
+def info(
+    path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/movies/ml-latest-small.")],
+    as_json: AsJson = False,
+) -> None:
     """What a dataset holds, from its manifest."""
     from suber_data.artifacts import read_manifest
 
@@ -204,6 +267,9 @@ def info(path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/
         fail(str(exc))
     if not manifest:
         fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies` or `build books`")
+    if as_json:
+        _print_json({"path": str(path), **manifest})
+        return
     out.print(
         f"[bold]{path}[/]  {manifest.get('domain', '?')}/{manifest.get('release', '?')}  "
         f"schema v{manifest.get('schema_version')}  tool {manifest.get('tool', {}).get('version')}  "
@@ -216,24 +282,26 @@ def info(path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/
         tables.add_row(name, f"{entry['rows']:,}", f"{entry['bytes']:,}", entry.get("step", ""))
     out.print(tables)
     steps = Table(title="steps")
-    for column in ("step", "built at", "counts", "settings"):
-        steps.add_column(column)
+    steps.add_column("step", no_wrap=True)
+    steps.add_column("built at", no_wrap=True)
+    steps.add_column("counts and settings", ratio=1)
     for name, section in manifest.get("steps", {}).items():
-        steps.add_row(
-            name, section.get("built_at", ""), _compact(section.get("counts")), _compact(section.get("settings"))
-        )
+        details = {**(section.get("counts") or {}), **(section.get("settings") or {})}
+        steps.add_row(name, section.get("built_at", ""), escape(_pairs(details)))
     out.print(steps)
     if manifest.get("sources"):
         src = Table(title="sources")
         for column in ("file", "url", "size", "sha256"):
-            src.add_column(column)
+            src.add_column(column, overflow="fold")  # a URL is copied: folded whole, never cut
         for name, entry in manifest["sources"].items():
             src.add_row(name, entry.get("url", ""), f"{entry.get('size') or '?'}", (entry.get("sha256") or "")[:16])
         out.print(src)
 
 
-def _compact(value) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str) if value else ""
+def _pairs(values: dict) -> str:
+    """One ``key: value`` per line, values as JSON with spaces: a narrow terminal wraps between words, never
+    inside a key or a number."""
+    return "\n".join(f"{k}: {json.dumps(v, separators=(', ', ': '), default=str)}" for k, v in values.items())
 
 
 def _load_all_sources() -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from suber_data.errors import SuberDataError
@@ -99,7 +100,16 @@ def wanted_assets(o: BuildOptions, graph) -> list[str]:
     return [*ordered, keys.key("catalog").to_user_string()]
 
 
-def run_build(o: BuildOptions, *, console: Console, out: Console) -> dg.ExecuteInProcessResult:
+class StepFailed(SuberDataError):
+    """A Dagster step failed: the message is one line; ``details`` is the step's whole traceback (--verbose)."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool = False) -> dict:
+    """Run the build; print its tables (or nothing with ``as_json``) and return its summary (see ``summary``)."""
     if o.domain not in definitions.GRAPH:
         raise SuberDataError(f"domain '{o.domain}' is unknown; choose one of {', '.join(definitions.GRAPH)}")
     assets, checks = definitions.GRAPH[o.domain]
@@ -114,46 +124,90 @@ def run_build(o: BuildOptions, *, console: Console, out: Console) -> dg.ExecuteI
         run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
     )
     if not result.success:
-        raise SuberDataError(_first_failure(result))
-    _report(result, o, out)
-    steps = [dg.AssetKey.from_user_string(k).path[-1] for k in keys]  # step names without the domain's prefix
+        raise _first_failure(result)
     storage = resources_for(o)[definitions.DOMAINS[o.domain].keys.storage]
-    _step_reports(steps, storage.dataset_dir(), out)
-    return result
+    report = summary(result, o, storage.dataset_dir())
+    if not as_json:
+        _report(report, out)
+        steps = [dg.AssetKey.from_user_string(k).path[-1] for k in keys]  # step names without the domain's prefix
+        _step_reports(steps, storage.dataset_dir(), out)
+    return report
 
 
-def _first_failure(result: dg.ExecuteInProcessResult) -> str:
+def _first_failure(result: dg.ExecuteInProcessResult) -> StepFailed:
     for event in result.all_events:
         if event.is_step_failure:
             error = event.step_failure_data.error
+            details = error.to_string()
             # Dagster wraps the step's exception: show the first error below its wrappers
             while error.cause is not None and (error.cls_name or "").startswith("Dagster"):
                 error = error.cause
-            return f"step {event.step_key} failed: {error.message.strip().splitlines()[-1]}"
-    return "the build failed (no step failure recorded)"
+            return StepFailed(f"step {event.step_key} failed: {_one_line(error)}", details)
+    return StepFailed("the build failed (no step failure recorded)")
 
 
-def _report(result: dg.ExecuteInProcessResult, o: BuildOptions, out: Console) -> None:
-    table = Table(title=f"{o.domain}/{o.release}")
-    table.add_column("step")
-    table.add_column("status")
-    table.add_column("details")
+def _one_line(error) -> str:
+    """The exception's message without its class path (``suber_data.errors.SourceError: ``) and without
+    the caret lines some libraries (DuckDB) add under a quoted query."""
+    text = error.message.strip()
+    first, _, rest = text.partition(": ")
+    if error.cls_name and first.rsplit(".", 1)[-1] == error.cls_name:
+        text = rest
+    lines = [line.strip() for line in text.splitlines()]
+    kept = [line for line in lines if line and set(line) - set("^~ ")]
+    return " ".join(kept[:3]) if kept else error.cls_name or "unknown error"
+
+
+def _plain(value):
+    return value if isinstance(value, bool | int | float | str) or value is None else str(value)
+
+
+def summary(result: dg.ExecuteInProcessResult, o: BuildOptions, dataset_dir) -> dict:
+    """The build as data (``build --json``): the steps with their status and counts, the checks' outcomes."""
+    steps = []
     for event in result.get_asset_materialization_events():
         mat = event.materialization
         meta = {k: v.value for k, v in mat.metadata.items()}
         status = "up to date" if meta.pop("up_to_date", False) else "built"
-        shown = {k: v for k, v in meta.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-        table.add_row(mat.asset_key.to_user_string(), status, ", ".join(f"{k}={v:,}" for k, v in shown.items()))
+        counts = {k: v for k, v in meta.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        steps.append({"step": mat.asset_key.to_user_string(), "status": status, "counts": counts})
+    checks = []
+    for ev in result.get_asset_check_evaluations():  # the library's CheckOutcomes, as the Dagster run recorded them
+        what = ev.metadata.get("description")
+        checks.append(
+            {
+                "asset": ev.asset_key.to_user_string(),
+                "check": ev.check_name,
+                "passed": bool(ev.passed),
+                "severity": ev.severity.value if ev.severity else None,
+                "description": _plain(what.value) if what else "",
+            }
+        )
+    return {
+        "ok": True,
+        "domain": o.domain,
+        "release": o.release,
+        "dataset_dir": str(dataset_dir),
+        "steps": steps,
+        "checks": checks,
+    }
+
+
+def _report(report: dict, out: Console) -> None:
+    table = Table(title=f"{report['domain']}/{report['release']}")
+    table.add_column("step")
+    table.add_column("status")
+    table.add_column("details")
+    for step in report["steps"]:
+        table.add_row(step["step"], step["status"], ", ".join(f"{k}={v:,}" for k, v in step["counts"].items()))
     out.print(table)
-    evaluations = result.get_asset_check_evaluations()
-    if evaluations:
+    if report["checks"]:
         checks = Table(title="checks")
         for column in ("asset", "check", "result", "what"):
             checks.add_column(column)
-        for ev in evaluations:  # the library's CheckOutcomes, as the Dagster run recorded them
-            mark = "[green]passed[/]" if ev.passed else "[red]FAILED[/]"
-            what = ev.metadata.get("description")
-            checks.add_row(ev.asset_key.to_user_string(), ev.check_name, mark, what.value if what else "")
+        for check in report["checks"]:
+            mark = "[green]passed[/]" if check["passed"] else "[red]FAILED[/]"
+            checks.add_row(check["asset"], check["check"], mark, escape(str(check["description"])))
         out.print(checks)
 
 

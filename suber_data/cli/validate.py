@@ -1,0 +1,83 @@
+"""Check a build's options before any step runs, with the library's own knowledge (source registry, LLM
+backends, embedding model resolution), so a typo fails in a second, not after an hour of downloads."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from suber_data import settings
+from suber_data.errors import SuberDataError
+from suber_data.pipelines.resources import EmbedderResource, LLMResource
+
+# The registry families each domain's corpus step reads, and release names built from several files.
+RELEASE_FAMILIES = {"movies": {"movielens"}, "books": {"kaggle-books"}}
+COMPOSITE_RELEASES = {"books": {"amazon2023-books"}}
+# Modules that register each domain's releases (importing them fills the registry).
+RELEASE_MODULES = {
+    "movies": ["suber_data.movies.corpus"],
+    "books": ["suber_data.books.corpus", "suber_data.books.amazon2023", "suber_data.sources.kaggle"],
+}
+
+
+def releases(domain: str) -> list[str]:
+    """The release names `build <domain> --release` accepts, from the source registry."""
+    from suber_data.sources import REGISTRY
+
+    for module in RELEASE_MODULES.get(domain, []):
+        importlib.import_module(module)
+    names = {name for name, r in REGISTRY.items() if r.family in RELEASE_FAMILIES.get(domain, set())}
+    return sorted(names | COMPOSITE_RELEASES.get(domain, set()))
+
+
+def check_options(o) -> None:
+    """Raise a one-line SuberDataError naming the first bad option of ``o`` (a BuildOptions) and its fix."""
+    known = releases(o.domain)
+    if o.release not in known:
+        raise SuberDataError(
+            f"--release {o.release!r} is not a {o.domain} release; choose one of: {', '.join(known)} "
+            "(`suber-data sources` lists them)"
+        )
+    if o.users is not None and o.users < 0:
+        raise SuberDataError(f"--users must be 0 or more (0: no synthetic users), got {o.users}")
+    if o.seed is not None and o.seed < 0:
+        raise SuberDataError(f"--seed must be 0 or more, got {o.seed}")
+    if o.tmdb_rate is not None and o.tmdb_rate <= 0:
+        raise SuberDataError(f"--tmdb-rate must be a positive number of requests per second, got {o.tmdb_rate}")
+    if o.profile == "suber" and o.release in COMPOSITE_RELEASES.get(o.domain, set()):
+        raise SuberDataError(
+            f"--profile suber is defined on the Kaggle files, not on {o.release!r}; "
+            "drop --profile or use --release kaggle-amazon-books"
+        )
+    if o.suber_lists and not Path(o.suber_lists).is_dir():
+        raise SuberDataError(f"--suber-lists {o.suber_lists}: no such folder; pass the folder holding SUBER's CSVs")
+    # The default backend and model are checked too when the build will use them (--only names their step).
+    if o.llm is not None or o.model is not None or o.only == "descriptions":
+        _check_llm(o.llm or LLMResource().backend, o.model)
+    if o.embedding_model is not None or o.only == "embeddings":
+        _check_embedding_model(o.embedding_model or EmbedderResource().model)
+
+
+def _check_llm(backend: str, model: str | None) -> None:
+    from suber_data.descriptions.backends import BACKENDS, describe
+
+    if backend not in BACKENDS:
+        raise SuberDataError(f"--llm {backend!r} is not a backend; choose one of: {', '.join(BACKENDS)}")
+    try:
+        describe(backend, model)  # checks the backend's needs (a package, a --model) without loading a model
+    except SuberDataError as exc:
+        raise SuberDataError(f"--llm {backend}: {exc}") from exc
+
+
+def _check_embedding_model(name: str) -> None:
+    """The alias's package and a local folder are checked now; a hub id only when offline (cache lookup)."""
+    from suber_data.embeddings import models
+
+    if name.startswith(("/", ".", "~")) and not Path(name).expanduser().exists():
+        raise SuberDataError(f"--embedding-model {name}: no such folder; pass a model folder, a model id or 'minilm'")
+    try:
+        model_id, folder = models.resolve_model(name)
+        if folder is None and settings.offline():
+            models._hub_snapshot(model_id)
+    except SuberDataError as exc:
+        raise SuberDataError(f"--embedding-model {name}: {exc}") from exc
