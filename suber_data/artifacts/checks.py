@@ -19,3 +19,8 @@ class CheckOutcome:
     severity: Literal["error", "warn"] = "error"
     description: str = ""  # one line: what was measured, and the figure when it failed
     metadata: dict[str, Any] = field(default_factory=dict)  # JSON-able figures behind the verdict
+
+    @classmethod
+    def from_problems(cls, name: str, problems: list[str], description: str) -> CheckOutcome:
+        """Passed when ``problems`` is empty; the problems, joined, are its metadata."""
+        return cls(name, not problems, description=description, metadata={"problems": "; ".join(problems) or "none"})

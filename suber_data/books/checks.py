@@ -52,12 +52,7 @@ def check_items(dataset_dir: str | Path) -> list[CheckOutcome]:
             description=ITEM_CHECKS["items_vote_count"],
             metadata={"too_few_ratings": few, "vote_average_out_of_range": averages},
         ),
-        CheckOutcome(
-            "items_schema",
-            not problems,
-            description=ITEM_CHECKS["items_schema"],
-            metadata={"problems": "; ".join(problems) or "none"},
-        ),
+        CheckOutcome.from_problems("items_schema", problems, ITEM_CHECKS["items_schema"]),
     ]
 
 
@@ -72,11 +67,4 @@ def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
         problems.append(f"{orphans} rating(s) point to no item")
     if out_of_range:
         problems.append(f"{out_of_range} rating(s) outside 1..5")
-    return [
-        CheckOutcome(
-            "ratings_valid",
-            not problems,
-            description=RATING_CHECKS["ratings_valid"],
-            metadata={"problems": "; ".join(problems) or "none"},
-        )
-    ]
+    return [CheckOutcome.from_problems("ratings_valid", problems, RATING_CHECKS["ratings_valid"])]

@@ -48,12 +48,7 @@ def check_items(dataset_dir: str | Path, *, tmdb_enabled: bool) -> list[CheckOut
             description=ITEM_CHECKS["items_tmdb_coverage"],
             metadata={"with_overview": overview, "with_cast": cast, "with_director": director, "share": share},
         ),
-        CheckOutcome(
-            "items_schema",
-            not problems,
-            description=ITEM_CHECKS["items_schema"],
-            metadata={"problems": "; ".join(problems) or "none"},
-        ),
+        CheckOutcome.from_problems("items_schema", problems, ITEM_CHECKS["items_schema"]),
     ]
 
 
@@ -66,11 +61,4 @@ def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
     )
     if orphans:
         problems.append(f"{orphans} rating(s) point to no item")
-    return [
-        CheckOutcome(
-            "ratings_valid",
-            not problems,
-            description=RATING_CHECKS["ratings_valid"],
-            metadata={"problems": "; ".join(problems) or "none"},
-        )
-    ]
+    return [CheckOutcome.from_problems("ratings_valid", problems, RATING_CHECKS["ratings_valid"])]
