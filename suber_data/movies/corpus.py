@@ -44,7 +44,9 @@ SAMPLE = register(
 
 # -- 1. the MovieLens release ---------------------------------------------------------------------------
 def movielens_fingerprint(release: Release) -> str:
-    return fingerprint("movielens", SCHEMA_VERSION, release.url, release.sha256 or release.md5)
+    return fingerprint(
+        "movielens", SCHEMA_VERSION, movielens.PARSER_VERSION, release.url, release.sha256 or release.md5
+    )
 
 
 def build_movielens(release_name: str, *, progress: bool | None = None) -> StepResult:

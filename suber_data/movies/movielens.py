@@ -2,15 +2,20 @@
 
 Three layouts exist across GroupLens' releases:
 - ``csv``  (ml-latest-small, ml-latest, ml-20m, ml-25m, ml-32m): movies/ratings/links/tags.csv with headers;
-- ``dat``  (ml-1m, ml-10m): ``::``-separated ``.dat`` files, latin-1, no header;
-- ``100k`` (ml-100k): tab-separated ``u.data`` and ``|``-separated latin-1 ``u.item`` with genre flags.
+- ``dat``  (ml-1m, ml-10m): ``::``-separated ``.dat`` files, no header; ml-1m is latin-1, ml-10m UTF-8
+  (so the encoding of each text file is read from its bytes, not assumed);
+- ``100k`` (ml-100k): tab-separated ``u.data`` and ``|``-separated latin-1 ``u.item`` with genre flags and
+  release dates (the year when a title has none).
 Every layout is normalised to the same four tables (``ml_movies``, ``ml_ratings``, ``ml_links``, ``ml_tags``)
 so everything downstream is layout-agnostic. Nothing is parsed row by row in Python.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import html
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +27,9 @@ from suber_data.errors import InputError
 # A trailing "(1995)" or "(2006-2007)" is the year; MovieLens moves leading articles to the end ("Matrix, The").
 _YEAR_RE = r"\s*\((\d{4})(?:[-–]\d{4})?\)\s*$"
 _ARTICLE_RE = r"^(.*), (The|A|An)$"
+
+# Bumped when the parsed tables change for the same release, so cached parses are rebuilt.
+PARSER_VERSION = 2
 
 TITLE_SQL = f"regexp_replace(trim(regexp_replace(raw_title, '{_YEAR_RE}', '')), '{_ARTICLE_RE}', '\\2 \\1')"
 YEAR_SQL = f"TRY_CAST(NULLIF(regexp_extract(raw_title, '{_YEAR_RE}', 1), '') AS SMALLINT)"
@@ -49,7 +57,7 @@ def detect_layout(extracted: str | Path) -> Layout:
     )
 
 
-def _csv_header(path: Path, required: list[str]) -> None:
+def _csv_header(path: Path, required: list[str]) -> list[str]:
     if not path.exists():
         raise InputError(f"{path}: file missing from the release")
     with open(path, newline="", encoding="utf-8", errors="replace") as fh:
@@ -59,19 +67,49 @@ def _csv_header(path: Path, required: list[str]) -> None:
         raise InputError(
             f"{path}: missing column(s) {missing} in header {header}; a MovieLens {path.name} has columns {required}"
         )
+    return header
+
+
+def _sql_path(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _csv_source(path: Path, types: dict[str, str]) -> str:
-    _csv_header(path, list(types))
-    spec = ", ".join(f"'{k}': '{v}'" for k, v in types.items())
-    return f"read_csv('{path}', header=true, delim=',', quote='\"', escape='\"', types={{{spec}}})"
+    # Columns from the file's own header, so DuckDB does not sniff: a bad row is then reported with its
+    # line number instead of as a failed dialect guess.
+    header = _csv_header(path, list(types))
+    spec = ", ".join("'{}': '{}'".format(c.replace("'", "''"), types.get(c, "VARCHAR")) for c in header)
+    return (
+        f"read_csv({_sql_path(path)}, header=true, auto_detect=false, delim=',', quote='\"', escape='\"', "
+        f"columns={{{spec}}})"
+    )
 
 
-def _dat_source(path: Path, columns: dict[str, str], encoding: str = "latin-1") -> str:
+def text_encoding(path: Path) -> str:
+    """'utf-8' if the whole file decodes as UTF-8, else 'latin-1' (GroupLens' older releases).
+
+    A latin-1 file with accented letters is practically never valid UTF-8, so the bytes decide."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                decoder.decode(block)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return "latin-1"
+    return "utf-8"
+
+
+def _dat_source(path: Path, columns: dict[str, str]) -> str:
     if not path.exists():
         raise InputError(f"{path}: file missing from the release")
+    # ratings hold only numbers: any encoding reads them, so the (large) file is not scanned
+    encoding = text_encoding(path) if "VARCHAR" in columns.values() else "utf-8"
     spec = ", ".join(f"'{k}': '{v}'" for k, v in columns.items())
-    return f"read_csv('{path}', header=false, delim='::', quote='', encoding='{encoding}', columns={{{spec}}})"
+    return (
+        f"read_csv({_sql_path(path)}, header=false, auto_detect=false, delim='::', quote='', "
+        f"encoding='{encoding}', columns={{{spec}}})"
+    )
 
 
 # The four tables of the csv and dat layouts: their columns (in file order) and how they are renamed.
@@ -82,7 +120,7 @@ _COLUMNS = {
     "tags": {"userId": "INTEGER", "movieId": "INTEGER", "tag": "VARCHAR", "timestamp": "BIGINT"},
 }
 _RENAME = {
-    "movies": "SELECT movieId AS movielens_id, title AS raw_title, genres FROM {src}",
+    "movies": "SELECT movieId AS movielens_id, title AS raw_title, genres, NULL::SMALLINT AS released FROM {src}",
     "ratings": "SELECT userId AS user_id, movieId AS movielens_id, rating, timestamp FROM {src}",
     "links": "SELECT movieId AS movielens_id, imdbId AS imdb_raw, tmdbId AS tmdb_raw FROM {src}",
     "tags": "SELECT userId AS user_id, movieId AS movielens_id, tag, timestamp FROM {src}",
@@ -90,8 +128,9 @@ _RENAME = {
 _REQUIRED_FILES = ("movies", "ratings")
 
 
-def _queries(layout: Layout) -> dict[str, str]:
-    """One SELECT per normalised table for this layout (tables a release lacks are absent)."""
+def _queries(layout: Layout) -> dict[str, tuple[Path, str]]:
+    """For each normalised table of this layout, the file it reads and its SELECT (tables a release lacks
+    are absent)."""
     f = layout.file
     if layout.kind in ("csv", "dat"):
         read = _csv_source if layout.kind == "csv" else _dat_source
@@ -99,7 +138,7 @@ def _queries(layout: Layout) -> dict[str, str]:
         for name, columns in _COLUMNS.items():
             path = f(f"{name}.{layout.kind}")
             if name in _REQUIRED_FILES or path.exists():
-                queries[f"ml_{name}"] = _RENAME[name].replace("{src}", read(path, columns))
+                queries[f"ml_{name}"] = (path, _RENAME[name].replace("{src}", read(path, columns)))
         return queries
     # ml-100k: genre names come from u.genre ("name|index"), flags are the last columns of u.item
     genre_file = f("u.genre")
@@ -116,29 +155,40 @@ def _queries(layout: Layout) -> dict[str, str]:
     for name in ("u.item", "u.data"):
         if not f(name).exists():
             raise InputError(f"{f(name)}: file missing from the release")
-    item = f"read_csv('{f('u.item')}', header=false, delim='|', quote='', encoding='latin-1', columns={{{spec}}})"
+    item = (
+        f"read_csv({_sql_path(f('u.item'))}, header=false, auto_detect=false, delim='|', quote='', "
+        f"encoding='{text_encoding(f('u.item'))}', columns={{{spec}}})"
+    )
     flags = ", ".join(
         f"CASE WHEN g{i} = '1' THEN '{g.replace(chr(39), chr(39) * 2)}' END" for i, g in enumerate(genres)
     )
     data = (
-        f"read_csv('{f('u.data')}', header=false, delim='\\t', quote='', "
+        f"read_csv({_sql_path(f('u.data'))}, header=false, auto_detect=false, delim='\\t', quote='', "
         "columns={'userId': 'INTEGER', 'movieId': 'INTEGER', 'rating': 'FLOAT', 'timestamp': 'BIGINT'})"
     )
     return {
         "ml_movies": (
+            f("u.item"),
             f"SELECT movieId AS movielens_id, title AS raw_title, "
-            f"array_to_string(list_filter([{flags}], lambda x: x IS NOT NULL), '|') AS genres FROM {item}"
+            f"array_to_string(list_filter([{flags}], lambda x: x IS NOT NULL), '|') AS genres, "
+            # release dates read "01-Jan-1995"
+            f"TRY_CAST(right(trim(released), 4) AS SMALLINT) AS released FROM {item}",
         ),
-        "ml_ratings": f"SELECT userId AS user_id, movieId AS movielens_id, rating, timestamp FROM {data}",
+        "ml_ratings": (
+            f("u.data"),
+            f"SELECT userId AS user_id, movieId AS movielens_id, rating, timestamp FROM {data}",
+        ),
     }
 
 
-# Normalisation applied on top of each layout's raw SELECT.
+# Normalisation applied on top of each layout's raw SELECT. Titles of ml-1m carry HTML entities
+# ("&amp;"); "unknown" (ml-100k) and "(no genres listed)" (the others) both mean no genre.
 _FINAL = {
     "ml_movies": (
-        f"SELECT movielens_id, {TITLE_SQL} AS title, {YEAR_SQL} AS year, "
-        "list_filter(string_split(genres, '|'), lambda g: g <> '' AND g <> '(no genres listed)') AS genres "
-        "FROM ({q}) ORDER BY movielens_id"
+        f"SELECT movielens_id, {TITLE_SQL} AS title, coalesce({YEAR_SQL}, released) AS year, "
+        "list_filter(string_split(genres, '|'), lambda g: g NOT IN ('', '(no genres listed)', 'unknown')) AS genres "
+        "FROM (SELECT * REPLACE (CASE WHEN contains(raw_title, '&') THEN unescape_entities(raw_title) "
+        "ELSE raw_title END AS raw_title) FROM ({q})) ORDER BY movielens_id"
     ),
     "ml_ratings": (
         "SELECT user_id, movielens_id, rating::FLOAT AS rating, to_timestamp(timestamp) AS timestamp FROM ({q})"
@@ -167,22 +217,46 @@ def ingest(extracted: str | Path, out_dir: str | Path, *, threads: int | None = 
             con.execute(f"SET threads = {int(threads)}")
         con.execute("SET preserve_insertion_order = false")  # lets DuckDB stream ratings with bounded memory
         con.execute("SET TimeZone = 'UTC'")
-        for table, raw in _queries(layout).items():
+        con.create_function("unescape_entities", html.unescape, ["VARCHAR"], "VARCHAR", side_effects=False)
+        for table, (source, raw) in _queries(layout).items():
             final = _FINAL[table].replace("{q}", raw)
             target = out_dir / f"{table}.parquet"
             with atomic_path(target) as tmp:
                 try:
-                    con.execute(f"COPY ({final}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
+                    con.execute(f"COPY ({final}) TO {_sql_path(tmp)} (FORMAT parquet, COMPRESSION zstd)")
                 except duckdb.Error as exc:
-                    raise InputError(f"{layout.root}: could not parse the {table[3:]} file: {exc}") from exc
+                    raise parse_error(source, exc) from None
                 counts[table] = _check(con, tmp, table, layout)
     return counts
+
+
+_CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
+
+
+def parse_error(source: Path, exc: Exception) -> InputError:
+    """DuckDB's multi-line error (dialect dump, hints, caret lines) as one line: the file, the line,
+    what is wrong there, and the fix."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    lines = [ln for ln in lines if ln and set(ln) - set("^~ ")]
+    where, problem = str(source), ""
+    if m := _CSV_LINE.search(str(exc)):
+        where = f"{source}, line {m.group(1)}"
+        original = next((i for i, ln in enumerate(lines) if ln.startswith("Original Line:")), None)
+        if original is not None and original + 1 < len(lines):
+            read = lines[original].removeprefix("Original Line:").strip()
+            problem = f"{lines[original + 1]} (the line reads {read[:120]!r})"
+    if not problem:  # no position: the first line, without the "Invalid Input Error:" DuckDB puts first
+        problem = (lines[0] if lines else type(exc).__name__).split(" Error: ", 1)[-1]
+    return InputError(
+        f"{where}: {problem}; the file is damaged or not as GroupLens publishes it: delete the release's "
+        "cached zip and extracted folder to download it again, or correct that line"
+    )
 
 
 def _check(con: duckdb.DuckDBPyConnection, path: Path, table: str, layout: Layout) -> int:
     columns = _REQUIRED_NOT_NULL.get(table, [])
     nulls = ", ".join(f"count(*) FILTER (WHERE {c} IS NULL)" for c in columns) or "0"
-    row = con.execute(f"SELECT count(*), {nulls} FROM read_parquet('{path}')").fetchone()
+    row = con.execute(f"SELECT count(*), {nulls} FROM read_parquet({_sql_path(path)})").fetchone()
     for column, n in zip(columns, row[1:], strict=False):
         if n:
             raise InputError(

@@ -1,6 +1,7 @@
 """Fetch a release into the content-addressed cache, verified.
 
-Order of places tried: the cache, then ``SUBER_DATA_MIRROR`` (a base URL or a local folder, file
+Order of places tried: the cache (its copy re-checked against the pins each time it is used: an index
+entry alone is not trusted), then ``SUBER_DATA_MIRROR`` (a base URL or a local folder, file
 looked up by its name), then the origin. ``SUBER_DATA_OFFLINE=1`` skips the network entirely.
 Transfers resume with HTTP Range, retry with exponential backoff, and are checked against the
 pinned checksum: a mismatch deletes the file, retries once, then fails.
@@ -53,11 +54,31 @@ def _remember(release: Release, sha256: str) -> None:
 
 
 def cached_path(release: Release) -> Path | None:
-    """The verified cached copy of ``release``, if any."""
+    """Where the cache holds ``release``, if it does (not re-hashed here: ``fetch`` verifies before use)."""
     sha = release.sha256 or _read_index().get(release.url)
     if sha and (path := blob_path(sha, release.filename)).exists():
         return path
     return None
+
+
+def _verified_cached(release: Release) -> tuple[Path | None, str | None]:
+    """The cached copy if it still matches the pins and the sha256 it is filed under; a copy that does
+    not is deleted (with its index entry) so the caller fetches the release again. Returns the copy
+    and, when one was thrown away, why."""
+    path = cached_path(release)
+    if path is None:
+        return None, None
+    try:
+        sha = _verify(release, path, f"the cache ({path})")
+        if sha != path.parent.name:
+            raise ChecksumError(f"{path}: sha256 {sha} but filed under {path.parent.name}")
+        return path, None
+    except ChecksumError as exc:
+        path.unlink(missing_ok=True)
+        index = _read_index()
+        if index.pop(release.url, None) is not None:
+            write_json(_index_path(), index)
+        return None, f"cached copy deleted ({exc})"
 
 
 def _digests(path: Path) -> tuple[str, str]:
@@ -164,7 +185,8 @@ def _candidates(release: Release) -> list[tuple[str, str]]:
 def fetch(release: Release | str, *, progress: bool | None = None, client: httpx.Client | None = None) -> Path:
     """Return the path of a verified local copy of ``release``, downloading it if needed."""
     release = get_release(release) if isinstance(release, str) else release
-    if (path := cached_path(release)) is not None:
+    path, dropped = _verified_cached(release)
+    if path is not None:
         return path
     if progress is None:
         progress = sys.stderr.isatty()
@@ -172,7 +194,8 @@ def fetch(release: Release | str, *, progress: bool | None = None, client: httpx
     partial_dir = settings.cache_dir() / "partial"
     partial_dir.mkdir(parents=True, exist_ok=True)
     part = partial_dir / f"{release.name}--{release.filename}.part"
-    errors: list[str] = []
+    errors: list[str] = [dropped] if dropped else []
+    bad_mirror: Path | None = None  # a mirror file that is there but is not the release
     own_client = client is None
     client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=True, headers={"User-Agent": "suber-data"})
     try:
@@ -188,6 +211,7 @@ def fetch(release: Release | str, *, progress: bool | None = None, client: httpx
                     return _store(release, tmp, str(src))
                 except ChecksumError as exc:
                     errors.append(str(exc))
+                    bad_mirror = bad_mirror or src
                     continue
                 finally:
                     tmp.unlink(missing_ok=True)
@@ -210,13 +234,25 @@ def fetch(release: Release | str, *, progress: bool | None = None, client: httpx
     finally:
         if own_client:
             client.close()
+    raise _unavailable(release, errors, bad_mirror, offline)
+
+
+def _unavailable(release: Release, errors: list[str], bad_mirror: Path | None, offline: bool) -> SourceError:
+    """Why no verified copy could be had (each place tried, in parentheses, not markup-like brackets)
+    and the one fix that applies: replace a wrong mirror file, fill the mirror that is set, or set one."""
     checksum = f"sha256 {release.sha256}" if release.sha256 else (f"md5 {release.md5}" if release.md5 else "unpinned")
-    hint = (
-        f"download {release.url} yourself and put it in a folder named by SUBER_DATA_MIRROR, "
-        f"or place it at {blob_path(release.sha256, release.filename)}"
-        if release.sha256
-        else f"download {release.url} yourself and set SUBER_DATA_MIRROR to the folder that holds {release.filename}"
-    )
+    mirror = settings.mirror()
+    if bad_mirror is not None:
+        hint = f"replace {bad_mirror} with the file from {release.url} ({checksum})"
+    elif mirror:
+        hint = f"download {release.url} yourself and put it in SUBER_DATA_MIRROR ({mirror})"
+    elif release.sha256:
+        hint = (
+            f"download {release.url} yourself and put it in a folder named by SUBER_DATA_MIRROR, "
+            f"or place it at {blob_path(release.sha256, release.filename)}"
+        )
+    else:
+        hint = f"download {release.url} yourself and set SUBER_DATA_MIRROR to the folder that holds {release.filename}"
     mode = "offline mode (SUBER_DATA_OFFLINE=1): " if offline else ""
     tried = "; ".join(errors) or "no location tried"
-    raise SourceError(f"{mode}{release.filename} ({checksum}) is not available [{tried}]; {hint}")
+    return SourceError(f"{mode}{release.filename} ({checksum}) is not available (tried: {tried}); {hint}")

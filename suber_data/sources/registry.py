@@ -67,9 +67,19 @@ _movielens(
     md5="31a303aabbc519bd33d025e44d6c2570",
     size=978_202,
 )
-_movielens("ml-100k", "MovieLens 100K (1998): 1,682 movies, 100,000 ratings", md5="0e33842e24a9c977be4e0107933c0723")
-_movielens("ml-1m", "MovieLens 1M (2003): 3,706 movies, 1,000,209 ratings", md5="c4d9eecfca2ab87c1945afe126590906")
-_movielens("ml-10m", "MovieLens 10M (2009): 10,681 movies, 10,000,054 ratings", md5="ce571fd55effeba0271552578f2648bd")
+_movielens(
+    "ml-100k", "MovieLens 100K (1998): 1,682 movies, 100,000 ratings, 943 users", md5="0e33842e24a9c977be4e0107933c0723"
+)
+_movielens(
+    "ml-1m",
+    "MovieLens 1M (2003): 3,883 movies (3,706 of them rated), 1,000,209 ratings, 6,040 users",
+    md5="c4d9eecfca2ab87c1945afe126590906",
+)
+_movielens(
+    "ml-10m",
+    "MovieLens 10M (2009): 10,681 movies, 10,000,054 ratings, 95,580 tags (UTF-8)",
+    md5="ce571fd55effeba0271552578f2648bd",
+)
 _movielens(
     "ml-20m",
     "MovieLens 20M (2015): 27,278 movies, 20,000,263 ratings",

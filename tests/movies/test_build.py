@@ -92,14 +92,16 @@ def test_missing_credentials_is_a_one_line_error(env, mirror):
 
 
 def test_error_with_bracketed_path_prints_whole(env, monkeypatch):
-    """A source error holds '[<path>: not found]': printed as text, not read as Rich markup."""
+    """A source error naming a path with [brackets] is printed as text, not read as Rich markup."""
     folder = env / "empty [mirror]"
     folder.mkdir()
     monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
     monkeypatch.setenv("SUBER_DATA_MIRROR", str(folder))
     result = build("--release", "ml-1m", "--no-tmdb")
     assert result.exit_code == 1
-    assert f"[{folder / 'ml-1m.zip'}: not found]" in result.output.replace("\n", "")
+    output = result.output.replace("\n", "")
+    assert f"(tried: {folder / 'ml-1m.zip'}: not found)" in output
+    assert f"put it in SUBER_DATA_MIRROR ({folder})" in output  # the mirror is set: fill it, not "set it"
     assert not (env / "data" / "movies" / "ml-1m").exists()
 
 
