@@ -321,6 +321,32 @@ def _load_all_sources() -> None:
                 raise
 
 
+class ExportFormat(StrEnum):
+    lenskit = "lenskit"
+    recbole = "recbole"
+
+
+@app.command("export")
+def export_cmd(
+    fmt: Annotated[ExportFormat, typer.Argument(metavar="FORMAT", help="lenskit (Parquet) or recbole (atomic files).")],
+    path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/movies/ml-latest-small.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the export into.")],
+    as_json: AsJson = False,
+) -> None:
+    """Write a dataset's real ratings and its items in the files LensKit or RecBole load (see the README)."""
+    from suber_data.export import export
+
+    try:
+        written = export(fmt.value, path, out_dir)
+    except SuberDataError as exc:
+        fail(str(exc))
+    if as_json:
+        _print_json({"ok": True, "format": fmt.value, "out": str(out_dir), "files": written})
+        return
+    for name, rows in written.items():
+        out.print(f"{escape(str(out_dir / name))}: {rows:,} rows", soft_wrap=True)
+
+
 def main() -> None:
     try:
         app()
