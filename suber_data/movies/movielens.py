@@ -16,7 +16,10 @@ import codecs
 import csv
 import html
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -100,16 +103,36 @@ def text_encoding(path: Path) -> str:
     return "utf-8"
 
 
-def _dat_source(path: Path, columns: dict[str, str]) -> str:
+def as_utf8(path: Path, scratch: Path) -> Path:
+    """``path`` itself if it is UTF-8, else a UTF-8 copy in ``scratch`` read as latin-1: DuckDB's own
+    latin-1 reader refuses the bytes 0x80-0x9F, which old files written on Windows hold."""
+    if text_encoding(path) == "utf-8":
+        return path
+    copy = scratch / path.name
+    with open(path, encoding="latin-1", newline="") as src, open(copy, "w", encoding="utf-8", newline="") as out:
+        while block := src.read(1 << 20):
+            out.write(block)
+    return copy
+
+
+def _dat_source(path: Path, columns: dict[str, str], scratch: Path) -> str:
     if not path.exists():
         raise InputError(f"{path}: file missing from the release")
-    # ratings hold only numbers: any encoding reads them, so the (large) file is not scanned
-    encoding = text_encoding(path) if "VARCHAR" in columns.values() else "utf-8"
+    if "VARCHAR" in columns.values():  # ratings hold only numbers: that (large) file is read as it is
+        path = as_utf8(path, scratch)
     spec = ", ".join(f"'{k}': '{v}'" for k, v in columns.items())
-    return (
-        f"read_csv({_sql_path(path)}, header=false, auto_detect=false, delim='::', quote='', "
-        f"encoding='{encoding}', columns={{{spec}}})"
-    )
+    if "tag" in columns:
+        # a tag is whatever a user typed, '::' included: each line is split by a pattern, not the separator
+        fields = "regexp_extract(line, '^(\\d+)::(\\d+)::(.*)::(\\d+)$', ['u', 'm', 'tag', 'ts'])"
+        lines = (
+            f"read_csv({_sql_path(path)}, header=false, auto_detect=false, delim='\\0', quote='', escape='', "
+            "columns={'line': 'VARCHAR'})"
+        )
+        return (
+            "(SELECT TRY_CAST(f.u AS INTEGER) AS userId, TRY_CAST(f.m AS INTEGER) AS movieId, f.tag AS tag, "
+            f"TRY_CAST(f.ts AS BIGINT) AS timestamp FROM (SELECT {fields} AS f FROM {lines} WHERE trim(line) <> ''))"
+        )
+    return f"read_csv({_sql_path(path)}, header=false, auto_detect=false, delim='::', quote='', columns={{{spec}}})"
 
 
 # The four tables of the csv and dat layouts: their columns (in file order) and how they are renamed.
@@ -128,12 +151,12 @@ _RENAME = {
 _REQUIRED_FILES = ("movies", "ratings")
 
 
-def _queries(layout: Layout) -> dict[str, tuple[Path, str]]:
+def _queries(layout: Layout, scratch: Path) -> dict[str, tuple[Path, str]]:
     """For each normalised table of this layout, the file it reads and its SELECT (tables a release lacks
-    are absent)."""
+    are absent). ``scratch`` takes UTF-8 copies of latin-1 files."""
     f = layout.file
     if layout.kind in ("csv", "dat"):
-        read = _csv_source if layout.kind == "csv" else _dat_source
+        read = _csv_source if layout.kind == "csv" else partial(_dat_source, scratch=scratch)
         queries = {}
         for name, columns in _COLUMNS.items():
             path = f(f"{name}.{layout.kind}")
@@ -156,8 +179,8 @@ def _queries(layout: Layout) -> dict[str, tuple[Path, str]]:
         if not f(name).exists():
             raise InputError(f"{f(name)}: file missing from the release")
     item = (
-        f"read_csv({_sql_path(f('u.item'))}, header=false, auto_detect=false, delim='|', quote='', "
-        f"encoding='{text_encoding(f('u.item'))}', columns={{{spec}}})"
+        f"read_csv({_sql_path(as_utf8(f('u.item'), scratch))}, header=false, auto_detect=false, delim='|', quote='', "
+        f"columns={{{spec}}})"
     )
     flags = ", ".join(
         f"CASE WHEN g{i} = '1' THEN '{g.replace(chr(39), chr(39) * 2)}' END" for i, g in enumerate(genres)
@@ -203,6 +226,7 @@ _FINAL = {
 _REQUIRED_NOT_NULL = {
     "ml_movies": ["movielens_id", "title"],
     "ml_ratings": ["user_id", "movielens_id", "rating", "timestamp"],
+    "ml_tags": ["user_id", "movielens_id", "timestamp"],  # a .dat line the tag pattern does not match
 }
 
 
@@ -218,15 +242,19 @@ def ingest(extracted: str | Path, out_dir: str | Path, *, threads: int | None = 
         con.execute("SET preserve_insertion_order = false")  # lets DuckDB stream ratings with bounded memory
         con.execute("SET TimeZone = 'UTC'")
         con.create_function("unescape_entities", html.unescape, ["VARCHAR"], "VARCHAR", side_effects=False)
-        for table, (source, raw) in _queries(layout).items():
-            final = _FINAL[table].replace("{q}", raw)
-            target = out_dir / f"{table}.parquet"
-            with atomic_path(target) as tmp:
-                try:
-                    con.execute(f"COPY ({final}) TO {_sql_path(tmp)} (FORMAT parquet, COMPRESSION zstd)")
-                except duckdb.Error as exc:
-                    raise parse_error(source, exc) from None
-                counts[table] = _check(con, tmp, table, layout)
+        scratch = Path(tempfile.mkdtemp(prefix=".scratch-", dir=out_dir))
+        try:
+            queries = _queries(layout, scratch)
+            for table, (source, raw) in queries.items():
+                final = _FINAL[table].replace("{q}", raw)
+                with atomic_path(out_dir / f"{table}.parquet") as tmp:
+                    try:
+                        con.execute(f"COPY ({final}) TO {_sql_path(tmp)} (FORMAT parquet, COMPRESSION zstd)")
+                    except duckdb.Error as exc:
+                        raise parse_error(source, exc) from None
+                    counts[table] = _check(con, tmp, table, source)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return counts
 
 
@@ -253,14 +281,14 @@ def parse_error(source: Path, exc: Exception) -> InputError:
     )
 
 
-def _check(con: duckdb.DuckDBPyConnection, path: Path, table: str, layout: Layout) -> int:
+def _check(con: duckdb.DuckDBPyConnection, path: Path, table: str, source: Path) -> int:
     columns = _REQUIRED_NOT_NULL.get(table, [])
     nulls = ", ".join(f"count(*) FILTER (WHERE {c} IS NULL)" for c in columns) or "0"
     row = con.execute(f"SELECT count(*), {nulls} FROM read_parquet({_sql_path(path)})").fetchone()
     for column, n in zip(columns, row[1:], strict=False):
         if n:
             raise InputError(
-                f"{layout.root}: {n} row(s) of the {table[3:]} file have no {column}; "
-                "the file is damaged or not a MovieLens release"
+                f"{source}: {n} row(s) have no {column}; the file is damaged or not a MovieLens release: "
+                "delete the release's cached zip and extracted folder to download it again"
             )
     return int(row[0])

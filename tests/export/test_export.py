@@ -23,20 +23,31 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    """data/movies/sample, built offline by the real command (TMDB from the packaged snapshot)."""
+    """data/movies/sample with 8 synthetic users, built offline by the real command (TMDB from the packaged
+    snapshot)."""
     root = tmp_path_factory.mktemp("export")
     with pytest.MonkeyPatch.context() as mp:
         for name in ("SUBER_DATA_MIRROR", "TMDB_API_KEY", "TMDB_READ_ACCESS_TOKEN", "TMDB_BASE_URL"):
             mp.delenv(name, raising=False)
         mp.setenv("SUBER_DATA_OFFLINE", "1")
         mp.setenv("SUBER_DATA_CACHE", str(root / "cache"))
-        result = runner.invoke(app, ["build", "movies", "--release", "sample", "--data-dir", str(root / "data")])
+        args = ["build", "movies", "--release", "sample", "--users", "8", "--data-dir", str(root / "data")]
+        result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     return root / "data" / "movies" / "sample"
 
 
 def _one(sql: str):
     return duckdb.execute(sql).fetchone()
+
+
+def test_ratings_and_users_share_no_id_column(dataset):
+    """Real people (ratings.source_user_id) and synthetic users (users.user_id) are different populations:
+    a join on a shared name would pair unrelated people, so the name is not shared."""
+    with duckdb.connect(str(dataset / "catalog.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM users").fetchone()[0] == 8
+        with pytest.raises(duckdb.BinderException):
+            con.execute("SELECT * FROM ratings JOIN users USING (user_id)").fetchall()
 
 
 def test_lenskit_files_have_naive_utc_times_and_source_users(dataset, tmp_path):

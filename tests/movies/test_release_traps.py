@@ -31,16 +31,20 @@ def test_ml10m_utf8_dat_files_keep_their_letters(tmp_path):
         "8000::Señorita – Part Two (2003)::(no genres listed)\n".encode()
     )
     (root / "ratings.dat").write_bytes(b"1::4973::4.5::1162160415\n2::5000::3::1162160416\n")
-    (root / "tags.dat").write_bytes("15::4973::très joli::1162160415\n".encode())
+    # a tag is free text: '::' inside one must not shift the columns; a blank last line is no row
+    (root / "tags.dat").write_bytes("15::4973::très joli::1162160415\n16::5000::a::b::1162160416\n\n".encode())
     assert text_encoding(root / "movies.dat") == "utf-8"
-    assert ingest(tmp_path, tmp_path / "out") == {"ml_movies": 3, "ml_ratings": 2, "ml_tags": 1}
+    assert ingest(tmp_path, tmp_path / "out") == {"ml_movies": 3, "ml_ratings": 2, "ml_tags": 2}
     movies = _rows(tmp_path / "out" / "ml_movies.parquet")
     assert movies == [
         (4973, "Amélie (Fabuleux destin d'Amélie Poulain, Le)", 2001, ["Comedy", "Romance"]),
         (5000, "Ça commence aujourd'hui", 1999, ["Drama"]),
         (8000, "Señorita – Part Two", 2003, []),
     ]
-    assert _rows(tmp_path / "out" / "ml_tags.parquet", "SELECT tag FROM {t}") == [("très joli",)]
+    tags = _rows(
+        tmp_path / "out" / "ml_tags.parquet", "SELECT user_id, tag, epoch(timestamp)::BIGINT FROM {t} ORDER BY 1"
+    )
+    assert tags == [(15, "très joli", 1162160415), (16, "a::b", 1162160416)]
 
 
 def test_ml1m_latin1_titles_lose_their_html_entities(tmp_path):
@@ -49,12 +53,14 @@ def test_ml1m_latin1_titles_lose_their_html_entities(tmp_path):
     (root / "movies.dat").write_bytes(
         "1::Misérables, Les (1995)::Drama\n2::Dancer &amp; the Thief, The (1999)::Drama\n"
         "3::Caf&#233; Society (1995)::Drama\n".encode("latin-1")
+        + b"4::Don\x92t Look Now (1973)::Thriller\n"  # a Windows byte DuckDB's own latin-1 reader refuses
     )
     (root / "ratings.dat").write_bytes(b"1::1::5::978300760\n")
     assert text_encoding(root / "movies.dat") == "latin-1"
     ingest(tmp_path, tmp_path / "out")
     titles = [r[0] for r in _rows(tmp_path / "out" / "ml_movies.parquet", "SELECT title FROM {t} ORDER BY 1")]
-    assert titles == ["Café Society", "Misérables, Les", "The Dancer & the Thief"]
+    assert titles == ["Café Society", "Don\x92t Look Now", "Misérables, Les", "The Dancer & the Thief"]
+    assert not list((tmp_path / "out").glob(".scratch-*"))  # the UTF-8 copy is gone
 
 
 def test_ml100k_release_date_gives_the_year_and_unknown_is_no_genre(tmp_path):
@@ -165,3 +171,14 @@ def test_wrong_mirror_file_offline_says_why_and_what_to_replace(env, tmp_path, m
     assert f"replace {mirror / 'ml-test-1m.zip'}" in error, result.output
     assert f"expected {good_md5}" in error and "md5" in error  # the reason, not an empty "[]"
     assert "set SUBER_DATA_MIRROR" not in error
+
+
+def test_tag_line_without_the_four_fields_names_the_file(tmp_path):
+    root = tmp_path / "ml-10M100K"
+    root.mkdir()
+    (root / "movies.dat").write_bytes(b"1::Toy Story (1995)::Comedy\n")
+    (root / "ratings.dat").write_bytes(b"1::1::5::978300760\n")
+    (root / "tags.dat").write_bytes(b"15::1::pixar::1162160415\n15::1::no time\n")
+    with pytest.raises(InputError) as info:
+        ingest(tmp_path, tmp_path / "out")
+    _assert_one_clear_line(str(info.value), str(root / "tags.dat"), "1 row(s) have no", "download")
