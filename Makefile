@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test bench lint clean
+.PHONY: venv demo test interop bench lint clean
 
 venv: $(STAMP)
 
@@ -29,6 +29,22 @@ demo: venv
 
 test: venv
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+# The export tests load each export with LensKit and RecBole, which cannot live in .venv (LensKit needs
+# pandas < 3, RecBole 1.2.1 numpy < 2). Each gets an overlay venv: its own site-packages (the library and
+# the pandas/numpy it needs) first, then .venv's through a .pth file (torch and the rest, reused).
+INTEROP := .venv-interop
+interop: venv
+	set -e; for lib in lenskit recbole; do \
+		test -x $(INTEROP)/$$lib/bin/python || $(BIN)/python -m venv $(INTEROP)/$$lib; \
+		$(BIN)/python -c "import site; print(site.getsitepackages()[0])" > \
+			"$$($(INTEROP)/$$lib/bin/python -c 'import site; print(site.getsitepackages()[0])')/zz-suber-data.pth"; \
+	done
+	$(INTEROP)/lenskit/bin/python -m pip install -q lenskit
+	$(INTEROP)/recbole/bin/python -m pip install -q --no-deps recbole==1.2.1 colorlog==4.7.2 colorama==0.4.4 \
+		texttable thop "numpy<2" "pandas<2.3"
+	SUBER_LENSKIT_PYTHON=$(INTEROP)/lenskit/bin/python SUBER_RECBOLE_PYTHON=$(INTEROP)/recbole/bin/python \
+		HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests/export
 
 bench: venv
 	set -e; for b in bench/bench_*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(BIN)/python $$b; done
