@@ -7,7 +7,8 @@ Three layouts exist across GroupLens' releases:
 - ``100k`` (ml-100k): tab-separated ``u.data`` and ``|``-separated latin-1 ``u.item`` with genre flags and
   release dates (the year when a title has none).
 Every layout is normalised to the same four tables (``ml_movies``, ``ml_ratings``, ``ml_links``, ``ml_tags``)
-so everything downstream is layout-agnostic. Nothing is parsed row by row in Python.
+so everything downstream is layout-agnostic. Nothing is parsed row by row in Python (only the few titles
+holding an HTML entity go through Python's ``html.unescape``).
 """
 
 from __future__ import annotations

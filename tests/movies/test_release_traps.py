@@ -182,3 +182,11 @@ def test_tag_line_without_the_four_fields_names_the_file(tmp_path):
     with pytest.raises(InputError) as info:
         ingest(tmp_path, tmp_path / "out")
     _assert_one_clear_line(str(info.value), str(root / "tags.dat"), "1 row(s) have no", "download")
+
+
+def test_a_quote_in_the_folder_name_is_no_sql(tmp_path):
+    root = tmp_path / "o'brien's data" / "ml-latest-small"
+    root.mkdir(parents=True)
+    (root / "movies.csv").write_text('movieId,title,genres\n1,"Toy Story (1995)",Comedy\n')
+    (root / "ratings.csv").write_text("userId,movieId,rating,timestamp\n1,1,4.0,964982703\n")
+    assert ingest(root.parent, tmp_path / "o'out") == {"ml_movies": 1, "ml_ratings": 1}
