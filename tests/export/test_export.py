@@ -171,3 +171,42 @@ def test_recbole_loads_the_atomic_files(recbole_python, dataset, tmp_path):
     out = _run(recbole_python, RECBOLE, tmp_path, tmp_path / "ckpt")
     assert out[:3] == [str(users), str(items), str(n)]
     assert out[3:] == [g.replace(" ", "_") for g in genres]
+
+
+def _book_dataset(folder):
+    """A books-domain folder in the published schemas: string user ids, a rating without a time, and a
+    title holding a tab, a line break and quotes."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from suber_data.artifacts.io import write_parquet
+    from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS
+
+    items = {f.name: [None, None] for f in BOOK_ITEMS}
+    items |= {"item_id": [0, 1], "book_id": [10, 11], "title": ['The "Hobbit"\tor\nThere', "Dune"]}
+    items |= {"year": [1937, 1965], "genres": [["Juvenile Fiction"], ["Science Fiction", "Fiction"]]}
+    write_parquet(pa.table(items), folder / "items.parquet", BOOK_ITEMS)
+    when = dt.datetime(2005, 3, 1, 12, tzinfo=dt.UTC)
+    ratings = {"source_user_id": ["AVCGYZL8FQQTD", "A2"], "item_id": [0, 1], "rating": [5.0, 4.0]}
+    write_parquet(pa.table(ratings | {"timestamp": [when, None]}), folder / "ratings.parquet", BOOK_RATINGS)
+    return folder
+
+
+def test_book_export_keeps_string_ids_and_reads_back_as_recbole_reads_it(tmp_path):
+    import pandas as pd
+
+    dataset = _book_dataset(tmp_path / "kaggle-amazon-books")
+    export("lenskit", dataset, tmp_path / "lk")
+    ratings = pd.read_parquet(tmp_path / "lk" / "ratings.parquet")
+    assert ratings.user_id.tolist() == ["A2", "AVCGYZL8FQQTD"]  # sorted by user
+    assert ratings.timestamp.dt.tz is None and ratings.timestamp.isna().sum() == 1
+    export("recbole", dataset, tmp_path / "rb")
+    folder = tmp_path / "rb" / "kaggle-amazon-books"
+    # RecBole 1.2's reader: pandas read_csv with a tab delimiter and its default quoting
+    inter = pd.read_csv(folder / "kaggle-amazon-books.inter", delimiter="\t", dtype=str)
+    assert sorted(inter["user_id:token"]) == ["A2", "AVCGYZL8FQQTD"]
+    assert inter["timestamp:float"].isna().sum() == 1  # no time stays empty: nothing invented
+    item = pd.read_csv(folder / "kaggle-amazon-books.item", delimiter="\t", dtype=str).set_index("item_id:token")
+    assert item.loc["0", "title:token_seq"] == 'The "Hobbit" or There'
+    assert item.loc["1", "class:token_seq"] == "Science_Fiction Fiction"
