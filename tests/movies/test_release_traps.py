@@ -190,3 +190,20 @@ def test_a_quote_in_the_folder_name_is_no_sql(tmp_path):
     (root / "movies.csv").write_text('movieId,title,genres\n1,"Toy Story (1995)",Comedy\n')
     (root / "ratings.csv").write_text("userId,movieId,rating,timestamp\n1,1,4.0,964982703\n")
     assert ingest(root.parent, tmp_path / "o'out") == {"ml_movies": 1, "ml_ratings": 1}
+
+
+def test_parse_failure_reaches_the_cli_as_one_line(env, tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    with zipfile.ZipFile(mirror / "ml-test-bad.zip", "w") as zf:
+        zf.writestr("ml-bad/movies.csv", "movieId,title,genres\n1,Toy Story (1995),Comedy\n")
+        zf.writestr("ml-bad/ratings.csv", "userId,movieId,rating,timestamp\n1,1,4.0,964982703\n2,x,3.5,1445714835\n")
+    release = Release("ml-test-bad", "https://example.invalid/ml-test-bad.zip", "movielens")
+    monkeypatch.setitem(REGISTRY, release.name, release)
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    monkeypatch.setenv("SUBER_DATA_MIRROR", str(mirror))
+    result = CliRunner().invoke(app, ["build", "movies", "--release", "ml-test-bad", "--no-tmdb"])
+    assert result.exit_code == 1
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "^" not in result.output, result.output
+    _assert_one_clear_line(error[0], "ratings.csv, line 3", '"movieId"', "download it again")
