@@ -19,7 +19,9 @@ from suber_data.progress import ProgressUpdate, clock, rate_text
 
 
 class BuildProgress:
-    """Use as ``with BuildProgress(console) as bars:`` around a run that has ``bars.logger`` among its loggers."""
+    """Use as ``with BuildProgress(console) as bars:`` around a run that has ``bars.logger`` among its loggers.
+
+    The live display runs only while a long step is under way."""
 
     def __init__(self, console: Console, enabled: bool = True) -> None:
         self.console = console
@@ -40,11 +42,19 @@ class BuildProgress:
         self.logger = self._logger_definition()
 
     def __enter__(self) -> BuildProgress:
-        self.bars.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.bars.stop()
+        self._stop()
+
+    def _stop(self) -> None:
+        """End the live display (its last frame stays on screen): other steps' bars (downloads) get the
+        terminal to themselves until the next long step starts."""
+        if self.tasks:
+            self.bars.stop()
+            for task in self.tasks.values():
+                self.bars.remove_task(task)
+            self.tasks.clear()
 
     def show(self, update: ProgressUpdate) -> None:
         if not self.enabled:
@@ -57,10 +67,14 @@ class BuildProgress:
             "rate": f"{rate_text(update.rate)} {update.unit}/s" if update.rate is not None else "",
             "eta": f"{clock(update.eta)} left" if update.eta is not None and not update.finished else "",
         }
+        if not self.tasks:
+            self.bars.start()
         task = self.tasks.get(update.step)
         if task is None:
             task = self.tasks[update.step] = self.bars.add_task(escape(update.step), total=update.total, **fields)
         self.bars.update(task, completed=update.done, total=update.total, **fields)
+        if all(t.finished for t in self.bars.tasks):
+            self._stop()
 
     def _logger_definition(self) -> dg.LoggerDefinition:
         progress = self
