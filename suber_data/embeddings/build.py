@@ -31,8 +31,8 @@ from suber_data.errors import InputError
 
 ITEM_EMBEDDINGS = "item_embeddings.parquet"
 USER_EMBEDDINGS = "user_embeddings.parquet"
-# Texts per model call: large enough for the model's length-sorted batching, small enough to show progress.
-ENCODE_CHUNK = 4096
+# Batches per model call: enough for its length-sorted batching to pay, few enough to report progress often.
+ENCODE_BATCHES = 8
 
 
 @dataclass
@@ -75,13 +75,15 @@ def embed_texts(
     new_vectors = None
     if len(missing):
         batch = pc.take(texts, pa.array(first_row[missing])).to_pylist()
-        parts = []
-        for start in range(0, len(batch), ENCODE_CHUNK):
+        parts, done = [], 0
+        while done < len(batch):
             if progress:
-                progress(start, len(batch))
-            parts.append(embedder.encode(batch[start : start + ENCODE_CHUNK]))
+                progress(done, len(batch))
+            size = ENCODE_BATCHES * (embedder.batch_size or 32)  # the model's batch size is known once loaded
+            parts.append(embedder.encode(batch[done : done + size]))
+            done += len(parts[-1])
         if progress:
-            progress(len(batch), len(batch))
+            progress(done, len(batch))
         new_vectors = np.concatenate(parts)
         cache.add(pc.take(distinct, pa.array(missing)), new_vectors, info=embedder.describe())
     if cached is not None:
