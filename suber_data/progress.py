@@ -2,9 +2,9 @@
 
 A step takes ``progress=callback(done, total)`` and calls it as work finishes. :class:`ProgressReport`
 is such a callback: it turns the calls into :class:`ProgressUpdate` values (with rate and ETA) and hands
-one to its sink at the start, at the end, and in between every 5% (at most one every 2 s) or every
-minute, whichever comes first. Dagster's assets log these updates (``pipelines/progress.py``) and the
-CLI draws the same updates as bars: one mechanism for both.
+one to its sink at the start, at the end, and in between every 5% (at most one every 2 s), or on the first
+call a minute or more after the last report, whichever comes first. Dagster's assets log these updates
+(``pipelines/progress.py``) and the CLI draws the same updates as bars: one mechanism for both.
 """
 
 from __future__ import annotations
