@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import platformdirs
+
 
 def cache_dir() -> Path:
-    """Content-addressed download cache: ``SUBER_DATA_CACHE``, default ``~/.cache/suber-data``."""
+    """Content-addressed download cache: ``SUBER_DATA_CACHE``, else the platform's user cache folder
+    (``$XDG_CACHE_HOME/suber-data``, by default ``~/.cache/suber-data`` on Linux; ``~/Library/Caches`` on
+    macOS, ``%LOCALAPPDATA%`` on Windows)."""
     value = os.environ.get("SUBER_DATA_CACHE")
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "suber-data"
+    return Path(value).expanduser() if value else platformdirs.user_cache_path("suber-data", appauthor=False)
 
 
 def data_dir(explicit: str | os.PathLike | None = None) -> Path:

@@ -58,6 +58,16 @@ class Dataset:
     item_embeddings: np.ndarray | None = None  # (n_items, d) float32, unit norm
     missing: dict[str, str] = field(default_factory=dict)  # file -> why it is absent
 
+    def __repr__(self) -> str:  # a summary: the arrays and tables would print hundreds of KB
+        users = f"{self.n_users} users" if self.users is not None else "no users"
+        if self.described_users is not None:
+            users += f" ({len(self.described_users)} described)"
+        emb = f", item embeddings {self.item_embeddings.shape[1]}-d" if self.item_embeddings is not None else ""
+        return (
+            f"Dataset({str(self.path)!r}, domain={self.domain!r}, {self.n_items} items, {users}, "
+            f"{len(self.genre_vocab)} genres{emb})"
+        )
+
     def sql(self, query: str):
         """Run DuckDB SQL over the folder's Parquet files, each a view named after its file (``items``,
         ``users``, ``user_descriptions``, ``ratings``, ``item_embeddings``...); returns an Arrow table."""
@@ -109,8 +119,14 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
     if not root.is_dir():
         raise DatasetError(f"{root}: not a folder; pass the dataset folder (for example data/movies/sample)")
     manifest = _read.read_manifest(root, verify)
+    built_as = manifest.get("domain")
+    if domain is not None and built_as is not None and domain != built_as:
+        raise DatasetError(
+            f"{root / 'manifest.json'}: field 'domain' is {built_as!r}, but a {domain} dataset was asked for; "
+            f"open it as {built_as} (suber_env/{built_as.capitalize()}-v0) or pass a {domain} folder"
+        )
     if domain is None:
-        domain = manifest.get("domain") or ("books" if root.parent.name == "books" else "movies")
+        domain = built_as or ("books" if root.parent.name == "books" else "movies")
     if domain not in ("movies", "books"):
         raise DatasetError(f"{root}: domain {domain!r} is not 'movies' or 'books'")
     items = _read.read_items(root, MOVIE_ITEM_COLUMNS if domain == "movies" else BOOK_ITEM_COLUMNS)

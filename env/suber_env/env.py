@@ -26,7 +26,7 @@ from .core import (
     shape,
     uniforms,
 )
-from .dataset import Dataset, load_dataset
+from .dataset import Dataset, DatasetError, load_dataset
 from .raters import Rater, Requests, make_rater
 
 DEFAULT_SCALE = DOMAIN_SCALES
@@ -41,6 +41,11 @@ def _draw_episode(rng: np.random.Generator, pool: np.ndarray) -> tuple[int, int]
 
 def _as_dataset(dataset, domain: str | None) -> Dataset:
     if isinstance(dataset, Dataset):
+        if domain is not None and dataset.domain != domain:
+            raise DatasetError(
+                f"{dataset.path}: a {dataset.domain} dataset, but this environment is for {domain}; "
+                f"use suber_env/{dataset.domain.capitalize()}-v0 or a {domain} dataset folder"
+            )
         return dataset
     if dataset is None:
         raise ValueError("pass dataset=PATH (a dataset folder written by suber-data) or a loaded Dataset")
@@ -340,14 +345,20 @@ class SuberVectorEnv(gym.vector.VectorEnv):
     def step(self, actions):
         reward, term, trunc, info = self.core.step(np.asarray(actions))
         done = term | trunc
+        every = np.ones(self.num_envs, bool)
         if done.any():
             slots = np.flatnonzero(done)
             final = self.core.obs(rows=slots)
             final_obs = np.full(self.num_envs, None, dtype=object)
             for j, i in enumerate(slots):
                 final_obs[i] = {k: v[j] for k, v in final.items()}
+            # Gymnasium's same-step autoreset: the finished slots' last step, each key with its `_key` mask
+            final_info = {**info, **{f"_{k}": done.copy() for k in info}}
             info["final_obs"], info["_final_obs"] = final_obs, done.copy()
+            info["final_info"], info["_final_info"] = final_info, done.copy()
             self._start(slots)
+        # every slot has every step key: Gymnasium's `_key` masks say so
+        info |= {f"_{k}": every for k in list(info) if not k.startswith("_") and f"_{k}" not in info}
         return self.core.obs(copy=self.copy), reward, term, trunc, info
 
     def prompt(self, slot: int = 0) -> str:

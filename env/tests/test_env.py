@@ -249,3 +249,25 @@ def test_vector_eval_mode_and_truncation(movies):
     env.reset(seed=0)
     flags = [env.step(1)[2:4] for _ in range(5)]
     assert flags == [(False, False)] * 4 + [(False, True)]
+
+
+def test_vector_infos_carry_gymnasium_masks_and_final_info(movies):
+    venv = SuberVectorEnv(3, movies, eval_mode=True, eval_steps=2)
+    venv.reset(seed=0)
+    _, _, term, _, info = venv.step(np.array([0, 1, 2]))
+    assert not term.any() and "final_info" not in info
+    assert info["_rating"].tolist() == [True] * 3 and info["_rating_distribution"].all()  # every slot has every key
+    _, _, term, _, info = venv.step(np.array([3, 4, 5]))
+    assert term.all() and info["_final_info"].tolist() == [True] * 3
+    final = info["final_info"]
+    assert final["_rating"].tolist() == [True] * 3 and final["user"].tolist() == [0, 1, 2]  # the finished users
+    np.testing.assert_array_equal(final["rating"], info["rating"])
+
+
+def test_books_env_refuses_a_movies_dataset_and_repr_is_short(movies, movies_dir):
+    with pytest.raises(DatasetError, match=r"field 'domain' is 'movies'.*suber_env/Movies-v0"):
+        gym.make("suber_env/Books-v0", dataset=str(movies_dir))
+    with pytest.raises(DatasetError, match="a movies dataset, but this environment is for books"):
+        SuberVectorEnv(2, movies, domain="books")
+    text = repr(movies)
+    assert len(text) < 200 and text.startswith(f"Dataset({str(movies_dir)!r}, domain='movies', 41 items, 8 users")

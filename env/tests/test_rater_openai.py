@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -114,6 +115,81 @@ def test_openai_backend_in_vector_env_and_missing_labels(movies, server):
                 np.zeros(12, int),
             )
         )
+
+
+class _Flaky(_Handler):
+    """The same server, answering the first requests with the faults queued in ``faults``; HTTP/1.1 keep-alive,
+    so the test can see whether the client reuses its connection."""
+
+    protocol_version = "HTTP/1.1"
+    calls: list = []
+    faults: list = []
+    ports: list = []
+
+    def do_POST(self):
+        type(self).ports.append(self.client_address[1])
+        fault = type(self).faults.pop(0) if type(self).faults else None
+        if fault is None:
+            return super().do_POST()
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).calls.append({"fault": fault})
+        if fault == "slow":  # longer than the rater's timeout: the client gives up on this request
+            time.sleep(1.0)
+            self.close_connection = True
+            return
+        status, retry_after = (429, "0.4") if fault == "429" else (int(fault), None)
+        data = b'{"error": {"message": "overloaded"}}'
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if retry_after:
+            self.send_header("Retry-After", retry_after)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def flaky():
+    _Flaky.calls, _Flaky.faults, _Flaky.ports = [], [], []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1", _Flaky
+    srv.shutdown()
+    srv.server_close()
+
+
+def _three() -> Requests:
+    return Requests(np.array([0, 1, 2]), np.array([4, 5, 6]), np.full((3, 0), -1), np.zeros((3, 0)), np.zeros(3, int))
+
+
+def test_openai_rater_retries_503_and_429_over_one_pooled_connection(movies, flaky):
+    url, server = flaky
+    clean = OpenAIRater(movies, url, "m", scale="0-9", shots=0, max_batch=1).distribution(_three())
+    server.calls, server.ports = [], []
+    server.faults = ["503", "503", "429"]
+    rater = OpenAIRater(movies, url, "m", scale="0-9", shots=0, max_batch=1, backoff=0.01)
+    started = time.monotonic()
+    p = rater.distribution(_three())
+    assert time.monotonic() - started >= 0.4  # the 429's Retry-After (0.4 s) was waited, not the 10 ms backoff
+    np.testing.assert_allclose(p, clean)  # the same answers as a server that never failed
+    assert rater.retries == 3 and len(server.calls) == 6  # 3 faults retried, then one request per batch
+    assert len(set(server.ports)) == 1  # every request, retries included, went over one kept-alive connection
+    rater.close()
+
+
+def test_openai_rater_retries_a_timeout_and_gives_up_clearly(movies, flaky):
+    url, server = flaky
+    server.faults = ["slow"]
+    rater = OpenAIRater(movies, url, "m", scale="0-9", shots=0, timeout=0.3, backoff=0.01)
+    assert rater.distribution(_three()).shape == (3, 10) and rater.retries == 1
+    server.faults = ["503"] * 3
+    stubborn = OpenAIRater(movies, url, "m", scale="0-9", shots=0, max_attempts=3, backoff=0.01)
+    with pytest.raises(RuntimeError, match=r"kept failing after 3 attempts \(HTTP 503\)"):
+        stubborn.distribution(_three())
+    server.calls, server.faults = [], ["401"]
+    with pytest.raises(RuntimeError, match="answered HTTP 401"):
+        stubborn.distribution(_three())
+    assert len(server.calls) == 1  # a 401 is not retried
 
 
 def test_oracle_rater_follows_preferences(movies):

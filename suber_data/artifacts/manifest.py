@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import re
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+from filelock import FileLock
 
 from suber_data import __version__
 from suber_data.artifacts.io import write_json
@@ -71,12 +71,8 @@ def read_manifest(dataset_dir: str | Path) -> dict[str, Any]:
 @contextlib.contextmanager
 def _locked(dataset_dir: Path) -> Iterator[None]:
     dataset_dir.mkdir(parents=True, exist_ok=True)
-    with open(dataset_dir / f".{MANIFEST}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with FileLock(dataset_dir / f".{MANIFEST}.lock"):  # flock on POSIX, msvcrt on Windows
+        yield
 
 
 def table_entry(path: Path) -> dict[str, Any]:

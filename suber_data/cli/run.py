@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from suber_data.cli.progress import BuildProgress
 from suber_data.errors import SuberDataError
 from suber_data.pipelines import definitions
 from suber_data.pipelines.resources import (
@@ -19,6 +20,8 @@ from suber_data.pipelines.resources import (
     TMDBResource,
     UsersResource,
 )
+
+BUILD_JOB = "suber_data_build"
 
 # What each --only value stops after; the catalog always follows.
 ONLY_TARGETS = {
@@ -116,13 +119,20 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
     keys = wanted_assets(o, definitions.defs.resolve_asset_graph())
     console.print(f"[bold]building[/] {o.domain}/{o.release} -> {o.data_dir}: {', '.join(keys)}")
     logging.getLogger("dagster").setLevel(logging.WARNING)
-    result = dg.materialize(
-        [*assets, *checks],
-        selection=dg.AssetSelection.assets(*(dg.AssetKey.from_user_string(k) for k in keys)),
+    # As dg.materialize, plus our logger: the only one, so Dagster's own lines stay quiet and the long
+    # steps' progress records become bars (or lines when stderr is not a terminal).
+    bars = BuildProgress(console, enabled=not as_json)
+    selection = dg.AssetSelection.assets(*(dg.AssetKey.from_user_string(k) for k in keys))
+    defs = dg.Definitions(
+        jobs=[dg.define_asset_job(BUILD_JOB, selection=selection)],
+        assets=[*assets, *checks],
         resources=resources_for(o),
-        raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+        loggers={"progress": bars.logger},
     )
+    with bars:
+        result = defs.resolve_job_def(BUILD_JOB).execute_in_process(
+            raise_on_error=False, run_config={"loggers": {"progress": {}}}
+        )
     if not result.success:
         raise _first_failure(result)
     storage = resources_for(o)[definitions.DOMAINS[o.domain].keys.storage]

@@ -232,9 +232,15 @@ def generate_descriptions(
     owns_backend = backend_instance is None
     produced: set[str] = set()
     limit = max_attempts + (max(0, max(a for _, a in queue) - 1) if queue else 0)
+    done = 0  # users finished by this run, over every pass (the near-duplicate passes included)
+
+    def report(waiting: list[tuple[Request, int]]) -> None:
+        if progress:
+            progress(done, done + len({r.key for r, _ in waiting}))
 
     def run(queue: list[tuple[Request, int]]) -> None:
-        nonlocal opened
+        nonlocal opened, done
+        report(queue)
         if opened is None:
             opened = open_backend(
                 info,
@@ -246,7 +252,6 @@ def generate_descriptions(
                 gguf_file=gguf_file,
                 response_format=response_format,
             )
-        done = 0
         while queue:
             batch, queue[:] = queue[:batch_size], queue[batch_size:]
             seeds = [attempt_seed(r.key, a) for r, a in batch]
@@ -262,8 +267,7 @@ def generate_descriptions(
                 produced.add(request.key)
                 done += 1
             store.append(rows)
-            if progress:
-                progress(done, done + len({r.key for r, _ in queue}))
+            report(queue)
             log.info("descriptions: %d finished, %d queued", done, len(queue))
 
     try:

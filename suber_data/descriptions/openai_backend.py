@@ -2,19 +2,17 @@
 
 Requests run concurrently (at most ``concurrency`` in flight) over one HTTP connection pool. A 429 is
 retried after the server's ``Retry-After``; a 5xx, a timeout or a dropped connection after an
-exponential backoff; other 4xx are not retried. The program's constraints travel as structured output
-(``response_format`` with a JSON schema: the choice as an ``enum``, the description as a one-line
-string); the answer is validated again here, so a server that ignores the schema cannot slip a bad row
-through. The key comes from ``api_key`` or ``OPENAI_API_KEY`` and is never logged or stored.
+exponential backoff (``suber_data.retry``); other 4xx are not retried. The program's constraints travel
+as structured output (``response_format`` with a JSON schema: the choice as an ``enum``, the description
+as a one-line string); the answer is validated again here, so a server that ignores the schema cannot
+slip a bad row through. The key comes from ``api_key`` or ``OPENAI_API_KEY`` and is never logged or stored.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import random
 import time
 from typing import Any
 
@@ -23,8 +21,9 @@ import httpx
 from suber_data.descriptions.backends import BackendInfo, Output
 from suber_data.descriptions.program import DESCRIPTION, Choice, Decoding, Request
 from suber_data.errors import SuberDataError
+from suber_data.retry import TRANSIENT_STATUS, Retryable, async_retrying, retry_after
 
-RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+RETRY_STATUS = TRANSIENT_STATUS | {409}
 # "json_schema": OpenAI, vLLM, SGLang, llama.cpp's llama-server; "json_object": llama-cpp-python's server
 # (``{"type": "json_object", "schema": ...}``); "none": no structured output (the answer is still validated).
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
@@ -162,45 +161,42 @@ class OpenAIBackend:
 
     async def _call(self, client: httpx.AsyncClient, request: Request, seed: int, decoding: Decoding) -> Output:
         body = self.body(request, seed, decoding)
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
+
+        def count(_state) -> None:
+            self.retries += 1
+
+        try:
+            async for attempt in async_retrying(
+                attempts=self.max_retries + 1, backoff=self.backoff, max_backoff=self.max_backoff, before_sleep=count
+            ):
+                with attempt:
+                    return self._answer(request, await client.post("/chat/completions", json=body))
+        except Retryable as exc:
+            return Output(None, error=f"gave up after {self.max_retries + 1} tries: {exc}")
+        except httpx.TransportError as exc:
+            return Output(None, error=f"gave up after {self.max_retries + 1} tries: {type(exc).__name__}: {exc}")
+        raise AssertionError("unreachable: the retry loop returns or raises")
+
+    def _answer(self, request: Request, response: httpx.Response) -> Output:
+        """The output of a 200; raise Retryable for a transient status, an error for a setup problem."""
+        if response.status_code == 200:
             try:
-                response = await client.post("/chat/completions", json=body)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code == 200:
-                    try:
-                        return self.parse(request, response.json())
-                    except ValueError:
-                        return Output(
-                            None, error=f"server answered 200 with a body that is not JSON: {response.text[:120]!r}"
-                        )
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
-                if response.status_code == 401:
-                    raise SuberDataError(
-                        f"{self.base_url}: 401 unauthorized; set OPENAI_API_KEY (or pass the key) for this server"
-                    )
-                if (
-                    response.status_code == 400
-                    and "response_format" in response.text
-                    and self.response_format != "none"
-                ):
-                    raise SuberDataError(
-                        f"{self.base_url} rejected structured output (response_format json_schema): "
-                        f"{response.text[:200]}; try response_format='json_object' (llama-cpp-python) or 'none'"
-                    )
-                if response.status_code not in RETRY_STATUS:
-                    return Output(None, error=last)
-                retry_after = response.headers.get("Retry-After")
-                if retry_after:
-                    with contextlib.suppress(ValueError):
-                        delay = min(self.max_backoff, max(0.0, float(retry_after)))
-            if attempt < self.max_retries:
-                self.retries += 1
-                await asyncio.sleep(delay)
-        return Output(None, error=f"gave up after {self.max_retries + 1} tries: {last}")
+                return self.parse(request, response.json())
+            except ValueError:
+                return Output(None, error=f"server answered 200 with a body that is not JSON: {response.text[:120]!r}")
+        last = f"HTTP {response.status_code}: {response.text[:200]}"
+        if response.status_code == 401:
+            raise SuberDataError(
+                f"{self.base_url}: 401 unauthorized; set OPENAI_API_KEY (or pass the key) for this server"
+            )
+        if response.status_code == 400 and "response_format" in response.text and self.response_format != "none":
+            raise SuberDataError(
+                f"{self.base_url} rejected structured output (response_format json_schema): "
+                f"{response.text[:200]}; try response_format='json_object' (llama-cpp-python) or 'none'"
+            )
+        if response.status_code not in RETRY_STATUS:
+            return Output(None, error=last)
+        raise Retryable(last, retry_after(response.headers.get("Retry-After")), response.status_code)
 
 
 __all__ = ["OpenAIBackend", "Choice"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from suber_data.errors import InputError
 
 ITEM_EMBEDDINGS = "item_embeddings.parquet"
 USER_EMBEDDINGS = "user_embeddings.parquet"
+# Batches per model call: enough for its length-sorted batching to pay, few enough to report progress often.
+ENCODE_BATCHES = 8
 
 
 @dataclass
@@ -55,8 +58,11 @@ def embed_texts(
     embedder: Embedder,
     cache: VectorCache | None = None,
     hashes: pa.Array | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, pa.Array, dict[str, int]]:
-    """``(vectors, hashes, counts)`` for ``texts``; encodes each distinct uncached text once."""
+    """``(vectors, hashes, counts)`` for ``texts``; encodes each distinct uncached text once.
+
+    ``progress(done, total)`` is called as the uncached texts go through the model, a chunk at a time."""
     if cache is None:
         cache = VectorCache(embedder.model_id, embedder.revision)
     if hashes is None:
@@ -69,7 +75,16 @@ def embed_texts(
     new_vectors = None
     if len(missing):
         batch = pc.take(texts, pa.array(first_row[missing])).to_pylist()
-        new_vectors = embedder.encode(batch)
+        parts, done = [], 0
+        while done < len(batch):
+            if progress:
+                progress(done, len(batch))
+            size = ENCODE_BATCHES * (embedder.batch_size or 32)  # the model's batch size is known once loaded
+            parts.append(embedder.encode(batch[done : done + size]))
+            done += len(parts[-1])
+        if progress:
+            progress(done, len(batch))
+        new_vectors = np.concatenate(parts)
         cache.add(pc.take(distinct, pa.array(missing)), new_vectors, info=embedder.describe())
     if cached is not None:
         dim = cached.shape[1]
@@ -138,6 +153,7 @@ def _build(
     embedder: Embedder,
     cache_root: str | Path | None,
     force: bool,
+    progress: Callable[[int, int], None] | None,
 ) -> EmbeddingResult:
     start = time.perf_counter()
     cache = VectorCache(embedder.model_id, embedder.revision, root=cache_root)
@@ -146,7 +162,7 @@ def _build(
     fp = fingerprint(step, embedder.model_id, embedder.revision, recipe, _digest(ids, hashes))
 
     def build() -> StepRecord:
-        vectors, new_hashes, counts = embed_texts(texts, embedder, cache, hashes=hashes)
+        vectors, new_hashes, counts = embed_texts(texts, embedder, cache, hashes=hashes, progress=progress)
         dim = int(vectors.shape[1])
         if not np.isfinite(vectors).all():
             raise InputError(
@@ -194,6 +210,7 @@ def build_item_embeddings(
     recipe: str = "overview",
     cache_root: str | Path | None = None,
     force: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> EmbeddingResult:
     """Embed every row of ``items.parquet`` into ``item_embeddings.parquet`` (item order kept)."""
     dataset_dir = Path(dataset_dir)
@@ -215,6 +232,7 @@ def build_item_embeddings(
         embedder,
         cache_root,
         force,
+        progress,
     )
 
 
@@ -224,6 +242,7 @@ def build_user_embeddings(
     recipe: str = "description",
     cache_root: str | Path | None = None,
     force: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> EmbeddingResult:
     """Embed every description of ``user_descriptions.parquet`` into ``user_embeddings.parquet``."""
     dataset_dir = Path(dataset_dir)
@@ -245,4 +264,5 @@ def build_user_embeddings(
         embedder,
         cache_root,
         force,
+        progress,
     )

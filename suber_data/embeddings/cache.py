@@ -11,7 +11,6 @@ disappear under it. Lookups are Arrow joins (``index_in`` + ``take``), not Pytho
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import re
@@ -25,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from filelock import FileLock
 
 from suber_data import settings
 from suber_data.artifacts.io import atomic_path, write_json
@@ -72,12 +72,8 @@ class VectorCache:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with FileLock(self.folder / ".lock"):  # flock on POSIX, msvcrt on Windows
+            yield
 
     def shards(self) -> list[Path]:
         return sorted(self.folder.glob("part-*.parquet"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import sys
 import time
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from suber_data import settings
 from suber_data.artifacts.io import atomic_path
 from suber_data.errors import SourceError, SuberDataError
+from suber_data.retry import Retryable, async_retrying, last_error, retry_after
 
 DEFAULT_BASE_URL = "https://api.themoviedb.org/3"
 NOT_FOUND = {"__not_on_tmdb__": True}
@@ -145,61 +145,57 @@ class TMDBClient:
     async def _fetch_one(self, client: httpx.AsyncClient, limiter: _RateLimiter, tmdb_id: int, stats: FetchStats):
         url, params, headers = self._request_args(tmdb_id)
         shown = f"{self.base_url}/movie/{tmdb_id}"  # the URL without credentials, for messages
-        last = "no attempt"
-        for attempt in range(self.max_attempts):
-            await limiter.wait()
-            stats.http_requests += 1
-            try:
-                resp = await client.get(url, params=params, headers=headers)
-            except httpx.TransportError as exc:  # timeouts, resets, refused connections
-                last = f"{type(exc).__name__}"
-                stats.retries += 1
-                await asyncio.sleep(self._backoff(attempt))
-                continue
-            stats.by_status[resp.status_code] = stats.by_status.get(resp.status_code, 0) + 1
-            if resp.status_code == 200:
-                try:
-                    answer = resp.json()
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    raise SourceError(
-                        f"TMDB answer for {shown} is not JSON ({exc}; starts with {resp.text[:60]!r}); "
-                        "check TMDB_BASE_URL points at the TMDB API"
-                    ) from exc
-                if not isinstance(answer, dict) or "id" not in answer:
-                    raise SourceError(f"TMDB answer for {shown} has no 'id' field; check TMDB_BASE_URL")
-                self._store(tmdb_id, answer)
-                stats.fetched += 1
-                return
-            if resp.status_code == 404:
-                self._store(tmdb_id, NOT_FOUND)
-                stats.fetched += 1
-                stats.not_found += 1
-                return
-            if resp.status_code == 401:
-                raise TMDBAuthError(
-                    "TMDB rejected the credentials (HTTP 401): check TMDB_API_KEY (v3 key) or "
-                    "TMDB_READ_ACCESS_TOKEN (v4 token)"
-                )
-            if resp.status_code == 429:
-                wait = _retry_after(resp.headers.get("Retry-After"), default=self._backoff(attempt))
-                limiter.pause(wait)
-                last = "HTTP 429"
-                stats.retries += 1
-                await asyncio.sleep(wait)
-                continue
-            if resp.status_code >= 500:
-                last = f"HTTP {resp.status_code}"
-                stats.retries += 1
-                await asyncio.sleep(self._backoff(attempt))
-                continue
-            raise SourceError(f"TMDB answered HTTP {resp.status_code} for {shown}: {resp.text[:200]}")
-        raise SourceError(
-            f"TMDB kept failing for {shown} ({last}) after {self.max_attempts} attempts; answers so far are cached, "
-            "rerun to resume"
-        )
 
-    def _backoff(self, attempt: int) -> float:
-        return self.backoff_s * (2**attempt) * (0.5 + random.random() / 2)
+        def before_sleep(state) -> None:
+            stats.retries += 1
+            if isinstance(error := last_error(state), Retryable) and error.status == 429:
+                limiter.pause(state.next_action.sleep)  # a 429 holds back every worker, not just this one
+
+        try:
+            async for attempt in async_retrying(
+                attempts=self.max_attempts, backoff=self.backoff_s, before_sleep=before_sleep
+            ):
+                with attempt:
+                    await limiter.wait()
+                    stats.http_requests += 1
+                    resp = await client.get(url, params=params, headers=headers)
+                    stats.by_status[resp.status_code] = stats.by_status.get(resp.status_code, 0) + 1
+                    self._answer(tmdb_id, shown, resp, stats)
+        except (Retryable, httpx.TransportError) as exc:
+            last = str(exc) if isinstance(exc, Retryable) else type(exc).__name__
+            raise SourceError(
+                f"TMDB kept failing for {shown} ({last}) after {self.max_attempts} attempts; answers so far are "
+                "cached, rerun to resume"
+            ) from None
+
+    def _answer(self, tmdb_id: int, shown: str, resp: httpx.Response, stats: FetchStats) -> None:
+        """Cache a final answer (200 or 404); raise Retryable for a transient one, an error for the rest."""
+        if resp.status_code == 200:
+            try:
+                answer = resp.json()
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise SourceError(
+                    f"TMDB answer for {shown} is not JSON ({exc}; starts with {resp.text[:60]!r}); "
+                    "check TMDB_BASE_URL points at the TMDB API"
+                ) from exc
+            if not isinstance(answer, dict) or "id" not in answer:
+                raise SourceError(f"TMDB answer for {shown} has no 'id' field; check TMDB_BASE_URL")
+            self._store(tmdb_id, answer)
+            stats.fetched += 1
+            return
+        if resp.status_code == 404:
+            self._store(tmdb_id, NOT_FOUND)
+            stats.fetched += 1
+            stats.not_found += 1
+            return
+        if resp.status_code == 401:
+            raise TMDBAuthError(
+                "TMDB rejected the credentials (HTTP 401): check TMDB_API_KEY (v3 key) or "
+                "TMDB_READ_ACCESS_TOKEN (v4 token)"
+            )
+        if resp.status_code == 429 or resp.status_code >= 500:  # Retry-After, else the backoff
+            raise Retryable(f"HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")), resp.status_code)
+        raise SourceError(f"TMDB answered HTTP {resp.status_code} for {shown}: {resp.text[:200]}")
 
     async def _fetch_all(self, ids: list[int], stats: FetchStats, progress: bool) -> None:
         limiter = _RateLimiter(self.rate_limit)
@@ -263,13 +259,6 @@ class TMDBClient:
             self._store(tmdb_id, answer)
             written += 1
         return written
-
-
-def _retry_after(value: str | None, default: float) -> float:
-    try:
-        return max(0.0, float(value)) if value is not None else default
-    except ValueError:  # an HTTP date: rare for TMDB; fall back to our own backoff
-        return default
 
 
 def _show(progress: bool | None) -> bool:

@@ -13,11 +13,12 @@ from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_de
 from suber_data.descriptions.checks import check_row, near_duplicates
 from suber_data.descriptions.generate import USERS
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import LLMResource, StorageResource
 
 
 def run_descriptions(
-    storage: StorageResource, llm: LLMResource, user_ids: list[int] | None = None
+    storage: StorageResource, llm: LLMResource, user_ids: list[int] | None = None, progress=None
 ) -> DescriptionResult:
     return generate_descriptions(
         storage.dataset_dir(),
@@ -33,6 +34,7 @@ def run_descriptions(
         concurrency=llm.concurrency,
         response_format=llm.response_format,
         user_ids=user_ids,
+        progress=progress,
     )
 
 
@@ -95,7 +97,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     )
     def user_descriptions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage, llm = getattr(context.resources, keys.storage), context.resources.llm
-        result = run_descriptions(storage, llm)
+        result = run_descriptions(storage, llm, progress=log_progress(context, "users"))
         context.log.info(result.summary())
         preview = ""
         if result.path.exists():
@@ -141,7 +143,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         if not mine:
             context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
             return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
-        result = run_descriptions(storage, llm, mine)
+        result = run_descriptions(storage, llm, mine, log_progress(context, "users"))
         context.log.info(result.summary())
         return dg.MaterializeResult(
             metadata={

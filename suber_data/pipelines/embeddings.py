@@ -17,6 +17,7 @@ from suber_data.embeddings.checks import check_descriptions, check_embeddings
 from suber_data.embeddings.models import Embedder
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import EmbedderResource
 
 
@@ -72,7 +73,12 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     def item_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage, embedder = getattr(context.resources, keys.storage), context.resources.embedder
         # an unknown recipe is an InputError naming the choices (suber_data.embeddings.recipes.ITEM_RECIPES)
-        result = build_item_embeddings(storage.dataset_dir(), _embedder(embedder), recipe=embedder.recipe)
+        result = build_item_embeddings(
+            storage.dataset_dir(),
+            _embedder(embedder),
+            recipe=embedder.recipe,
+            progress=log_progress(context, "texts"),
+        )
         context.log.info(
             f"item embeddings: {result.total} items, {result.embedded} texts embedded, {result.reused} reused"
             + (" (up to date)" if result.up_to_date else "")
@@ -88,7 +94,12 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     )
     def user_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage, embedder = getattr(context.resources, keys.storage), context.resources.embedder
-        result = build_user_embeddings(storage.dataset_dir(), _embedder(embedder), recipe="description")
+        result = build_user_embeddings(
+            storage.dataset_dir(),
+            _embedder(embedder),
+            recipe="description",
+            progress=log_progress(context, "texts"),
+        )
         context.log.info(
             f"user embeddings: {result.total} users, {result.embedded} texts embedded, {result.reused} reused"
             + (" (up to date)" if result.up_to_date else "")

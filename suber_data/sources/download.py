@@ -3,7 +3,7 @@
 Order of places tried: the cache (its copy re-checked against the pins each time it is used: an index
 entry alone is not trusted), then ``SUBER_DATA_MIRROR`` (a base URL or a local folder, file
 looked up by its name), then the origin. ``SUBER_DATA_OFFLINE=1`` skips the network entirely.
-Transfers resume with HTTP Range, retry with exponential backoff, and are checked against the
+Transfers resume with HTTP Range, retry transient failures (``suber_data.retry``), and are checked against the
 pinned checksum: a mismatch deletes the file, retries once, then fails.
 """
 
@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -23,12 +22,12 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from suber_data import settings
 from suber_data.artifacts.io import write_json
 from suber_data.errors import ChecksumError, SourceError
+from suber_data.retry import Retryable, retrying, transient_status
 from suber_data.sources.registry import Release, get_release
 
 RETRIES = 4
 BACKOFF_S = 0.5
 TIMEOUT = httpx.Timeout(30.0, connect=10.0)
-_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 
 
 def blob_path(sha256: str, filename: str) -> Path:
@@ -132,37 +131,35 @@ def _progress(enabled: bool) -> Progress:
 
 def _http_download(release: Release, url: str, part: Path, client: httpx.Client, progress: bool) -> None:
     """Download ``url`` into ``part``, resuming from its current size; retries transient failures."""
-    last_error: Exception | None = None
-    for attempt in range(RETRIES):
-        if attempt:
-            time.sleep(BACKOFF_S * 2 ** (attempt - 1))
-        have = part.stat().st_size if part.exists() else 0
-        headers = {"Range": f"bytes={have}-"} if have else {}
-        try:
-            with client.stream("GET", url, headers=headers) as resp:
-                if resp.status_code == 416 and have:  # already complete
-                    return
-                if resp.status_code in _RETRY_STATUS:
-                    last_error = SourceError(f"{url}: HTTP {resp.status_code}")
-                    continue
-                if resp.status_code >= 400:
-                    raise SourceError(f"{url}: HTTP {resp.status_code} {resp.reason_phrase}")
-                if have and resp.status_code != 206:  # server ignored Range: start over
-                    have = 0
-                total = resp.headers.get("Content-Length")
-                total_bytes = int(total) + have if total is not None else release.size
-                with _progress(progress) as bar, open(part, "ab" if have else "wb") as out:
-                    task = bar.add_task(release.filename, total=total_bytes, completed=have)
-                    for chunk in resp.iter_bytes(1 << 16):
-                        out.write(chunk)
-                        bar.advance(task, len(chunk))
-                if total_bytes is not None and part.stat().st_size < total_bytes:
-                    last_error = SourceError(f"{url}: transfer ended early at {part.stat().st_size:,} bytes")
-                    continue
-                return
-        except httpx.TransportError as exc:  # connection reset, timeout, cut transfer
-            last_error = exc
-    raise SourceError(f"{url}: download failed after {RETRIES} attempts ({last_error})")
+    try:
+        for attempt in retrying(attempts=RETRIES, backoff=BACKOFF_S, max_backoff=8 * BACKOFF_S):
+            with attempt:
+                _http_attempt(release, url, part, client, progress)
+    except (Retryable, httpx.TransportError) as exc:  # connection reset, timeout, cut transfer, 5xx
+        raise SourceError(f"{url}: download failed after {RETRIES} attempts ({exc})") from None
+
+
+def _http_attempt(release: Release, url: str, part: Path, client: httpx.Client, progress: bool) -> None:
+    have = part.stat().st_size if part.exists() else 0
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    with client.stream("GET", url, headers=headers) as resp:
+        if resp.status_code == 416 and have:  # already complete
+            return
+        if (transient := transient_status(resp)) is not None:
+            raise Retryable(f"{url}: {transient}", transient.retry_after)
+        if resp.status_code >= 400:
+            raise SourceError(f"{url}: HTTP {resp.status_code} {resp.reason_phrase}")
+        if have and resp.status_code != 206:  # server ignored Range: start over
+            have = 0
+        total = resp.headers.get("Content-Length")
+        total_bytes = int(total) + have if total is not None else release.size
+        with _progress(progress) as bar, open(part, "ab" if have else "wb") as out:
+            task = bar.add_task(release.filename, total=total_bytes, completed=have)
+            for chunk in resp.iter_bytes(1 << 16):
+                out.write(chunk)
+                bar.advance(task, len(chunk))
+    if total_bytes is not None and part.stat().st_size < total_bytes:
+        raise Retryable(f"{url}: transfer ended early at {part.stat().st_size:,} bytes")
 
 
 def _candidates(release: Release) -> list[tuple[str, str]]:

@@ -95,3 +95,15 @@ def test_bad_inputs_are_named(minilm, tmp_path):
     )
     with pytest.raises(InputError, match="'item_id' has 1 duplicate id"):
         build_item_embeddings(tmp_path, minilm, cache_root=tmp_path / "c")
+
+
+def test_progress_is_reported_as_chunks_of_batches_finish(minilm, small, tmp_path):
+    from suber_data.embeddings import Embedder
+
+    data = tmp_path / "ds"
+    write_items(data, small)
+    calls = []
+    one_by_one = Embedder("minilm", device="cpu", batch_size=1)  # 8 texts per model call (ENCODE_BATCHES)
+    result = build_item_embeddings(data, one_by_one, cache_root=tmp_path / "cache", progress=lambda *a: calls.append(a))
+    assert result.embedded == 11
+    assert calls == [(0, 11), (8, 11), (11, 11)]  # the distinct uncached texts, not the 12 rows

@@ -32,6 +32,15 @@ def test_cut_transfer_resumes_with_range(env, shared_movielens, monkeypatch):
         assert resumed and resumed[0].startswith("bytes=") and int(resumed[0][6:].rstrip("-")) > 0
 
 
+def test_transient_status_is_retried(env, shared_movielens, monkeypatch):
+    with FileServer(shared_movielens) as fs:
+        fs.fail("ml-latest-small.zip", times=2, status=503)
+        monkeypatch.setenv("SUBER_DATA_MIRROR", fs.base_url)
+        path = fetch("ml-latest-small", progress=False)
+        assert path == blob_path(SMALL_SHA, "ml-latest-small.zip")
+        assert fs.requests_by_path["ml-latest-small.zip"] == 3  # two 503s, then the file
+
+
 def test_corrupted_file_is_deleted_and_retried_once(env, shared_movielens, monkeypatch):
     with FileServer(shared_movielens) as fs:
         fs.corrupt("ml-latest-small.zip", times=1)
