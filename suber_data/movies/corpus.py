@@ -242,7 +242,7 @@ def _ratings(dataset_dir: Path, ml: StepResult) -> StepRecord:
                 FROM read_parquet('{source}') r
                 JOIN (SELECT item_id, movielens_id FROM read_parquet('{dataset_dir / "items.parquet"}')) i
                 USING (movielens_id)"""
-        ).fetch_record_batch(1 << 20)
+        ).to_arrow_reader(1 << 20)
         write_parquet_batches(reader, target, RATINGS)
         row = con.execute(f"SELECT count(*), count(DISTINCT source_user_id) FROM read_parquet('{target}')").fetchone()
         total = con.execute(f"SELECT count(*) FROM read_parquet('{source}')").fetchone()[0]
