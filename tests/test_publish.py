@@ -74,7 +74,9 @@ def _load_every_table(folder: Path, tables: dict, cache: Path) -> None:
         assert table.num_rows == tables[f"{name}.parquet"]["rows"], name
         assert table.column_names == pq.read_schema(folder / f"{name}.parquet").names, name
     default = datasets.load_dataset(str(folder), cache_dir=str(cache))  # the first config: items
-    assert list(default) == ["train"] and default["train"].column_names[:2] == ["item_id", "movielens_id"]
+    assert (
+        list(default) == ["train"] and default["train"].column_names == pq.read_schema(folder / "items.parquet").names
+    )
 
 
 def test_card_gives_datasets_one_config_per_table(built, tmp_path):
@@ -215,3 +217,14 @@ def test_publish_refuses_a_folder_whose_table_changed_after_the_build(built, tmp
     (folder / "ratings.parquet").unlink()
     run = cli("publish", str(folder), "--dry-run")
     assert run.returncode == 1 and "ratings.parquet: listed in manifest.json but missing" in run.stderr
+
+
+def test_books_card_states_the_book_sources_terms(tmp_path):
+    """The books sample (items and ratings only): Kaggle's and Amazon's terms, neither GroupLens' nor TMDB's."""
+    run = cli("build", "books", "--release", "books-sample", "--data-dir", str(tmp_path), **_offline(tmp_path))
+    assert run.returncode == 0, run.stderr[-3000:]
+    folder = tmp_path / "books" / "books-sample"
+    _, text = _card(folder)
+    assert "Kaggle's Terms of Use" in text and "Amazon's Conditions of Use" in text
+    assert "GroupLens" not in text and "TMDB API" not in text
+    _load_every_table(folder, read_manifest(folder)["tables"], tmp_path / "hf-cache")

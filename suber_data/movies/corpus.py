@@ -237,7 +237,7 @@ def _ratings(dataset_dir: Path, ml: StepResult) -> StepRecord:
     source = ml.path / "ml_ratings.parquet"
     with duckdb.connect() as con:
         con.execute("SET preserve_insertion_order = false")
-        reader = con.execute(
+        reader = con.sql(
             f"""SELECT r.user_id AS source_user_id, i.item_id, r.rating, r.timestamp
                 FROM read_parquet('{source}') r
                 JOIN (SELECT item_id, movielens_id FROM read_parquet('{dataset_dir / "items.parquet"}')) i
