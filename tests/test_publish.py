@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from suber_data.artifacts import schemas
 from suber_data.artifacts.io import write_json
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.artifacts.schemas import RATINGS
@@ -93,6 +94,17 @@ def test_columns_are_described_in_the_files_and_the_card(built):
             assert about, f"{name}: column {field.name} has no description"
             assert f"| `{field.name}` |" in text
     assert RATINGS.field("source_user_id").metadata[b"description"].decode() in text
+
+
+@pytest.mark.parametrize(
+    "schema", ["MOVIE_ITEMS", "RATINGS", "USERS", "USER_DESCRIPTIONS", "BOOK_ITEMS", "BOOK_RATINGS", "embeddings"]
+)
+def test_every_published_schema_describes_every_column(schema):
+    fields = schemas.embedding_schema("user_id", 8) if schema == "embeddings" else getattr(schemas, schema)
+    undescribed = [f.name for f in fields if not (f.metadata or {}).get(b"description")]
+    assert not undescribed, (
+        f"schemas.py: {schema} has no description for {undescribed}; add one (COLUMN_DOCS or the schema)"
+    )
 
 
 def test_card_states_the_terms_the_models_and_the_citations(built):
