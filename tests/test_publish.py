@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -93,7 +94,11 @@ def test_columns_are_described_in_the_files_and_the_card(built):
             about = (field.metadata or {}).get(b"description", b"").decode()
             assert about, f"{name}: column {field.name} has no description"
             assert f"| `{field.name}` |" in text
-    assert RATINGS.field("source_user_id").metadata[b"description"].decode() in text
+    about = RATINGS.field("source_user_id").metadata[b"description"].decode()
+    assert about in text
+    with duckdb.connect(str(built / "catalog.duckdb"), read_only=True) as con:
+        sql = "SELECT comment FROM duckdb_columns() WHERE table_name = 'ratings' AND column_name = 'source_user_id'"
+        assert con.execute(sql).fetchone() == (about,)
 
 
 @pytest.mark.parametrize(
