@@ -245,3 +245,17 @@ def test_books_card_states_the_book_sources_terms(tmp_path):
     assert "Kaggle's Terms of Use" in text and "Amazon's Conditions of Use" in text
     assert "GroupLens" not in text and "TMDB API" not in text
     _load_every_table(folder, read_manifest(folder)["tables"], tmp_path / "hf-cache")
+
+
+@pytest.mark.parametrize(
+    "args, fix",
+    [
+        ([], "--repo-id is missing"),
+        (["--repo-id", "me/x", "--create-pr", "--revision", "dev"], "leave out --revision"),
+        (["--repo-id", "me/x"], "not a folder"),
+    ],
+)
+def test_bad_publish_options_fail_in_one_line_before_anything_runs(tmp_path, args, fix):
+    run = cli("publish", str(tmp_path / "missing [folder]"), *args, HF_ENDPOINT="http://127.0.0.1:9")
+    assert run.returncode == 1 and fix in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "missing [folder]").exists()

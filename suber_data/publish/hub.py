@@ -60,8 +60,13 @@ def publish(
     dry_run: bool = False,
 ) -> dict[str, Any]:
     """Check the folder, bring its card up to date, then (unless ``dry_run``) create the dataset repository if
-    needed and upload the publishable files in one commit. Returns what was (or would be) published."""
+    needed and upload the publishable files (one commit; ``huggingface_hub`` splits a very large folder into
+    several). Returns what was (or would be) published."""
     dataset_dir = Path(dataset_dir)
+    if not repo_id and not dry_run:
+        raise InputError("--repo-id is missing: name the Hub dataset repository, e.g. --repo-id your-name/suber-movies")
+    if create_pr and revision:
+        raise InputError("--create-pr opens a pull request against main: leave out --revision, or drop --create-pr")
     if not dataset_dir.is_dir():
         raise InputError(f"{dataset_dir}: not a folder; give the dataset folder, e.g. data/movies/ml-latest-small")
     manifest = check_folder(dataset_dir)
@@ -78,8 +83,6 @@ def publish(
     }
     if dry_run:
         return report
-    if not repo_id:
-        raise InputError("--repo-id is missing: name the Hub dataset repository, e.g. --repo-id your-name/suber-movies")
     report.update(_upload(dataset_dir, repo_id, files, manifest, private, revision, create_pr, message))
     return report
 
