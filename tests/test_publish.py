@@ -259,3 +259,16 @@ def test_bad_publish_options_fail_in_one_line_before_anything_runs(tmp_path, arg
     run = cli("publish", str(tmp_path / "missing [folder]"), *args, HF_ENDPOINT="http://127.0.0.1:9")
     assert run.returncode == 1 and fix in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "missing [folder]").exists()
+
+
+def test_a_card_the_hub_rejects_fails_before_any_upload(built, tmp_path):
+    folder = tmp_path / "copy"
+    for name in publishable_files(built):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes((built / name).read_bytes())
+    text = (folder / "README.md").read_text().replace("- 1K<n<10K", "- n>1B")  # edited by hand, not a Hub category
+    (folder / "README.md").write_text(text)
+    with HubServer(TOKEN) as hub:
+        run = cli("publish", str(folder), "--repo-id", "me/x", **_hub_env(hub, tmp_path / "hf"))
+    assert run.returncode == 1 and "Invalid metadata in README.md" in run.stderr and "n>1B" in run.stderr
+    assert hub.blobs == {} and hub.repos["me/x"]["commits"] == []

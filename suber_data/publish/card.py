@@ -34,8 +34,8 @@ TABLE_ORDER = [
     "item_embeddings.parquet",
     "user_embeddings.parquet",
 ]
-_SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]
-_SIZES += [(10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
+_SIZES = [(10**3, "n<1K"), (10**4, "1K<n<10K"), (10**5, "10K<n<100K"), (10**6, "100K<n<1M"), (10**7, "1M<n<10M")]
+_SIZES += [(10**8, "10M<n<100M"), (10**9, "100M<n<1B"), (10**10, "1B<n<10B")]  # the Hub's size_categories
 
 
 def card_tables(dataset_dir: Path, manifest: dict[str, Any]) -> list[str]:
@@ -61,7 +61,7 @@ def _header(manifest: dict[str, Any], tables: list[str], domain: str) -> str:
         "license": "other",
         "license_name": "source-terms",
         "tags": ["recommender-systems", "synthetic-users", "suber", domain],
-        "size_categories": [next((label for limit, label in _SIZES if rows < limit), "n>1B")],
+        "size_categories": [next((label for limit, label in _SIZES if rows < limit), "10B<n<100B")],
         "configs": configs,
     }
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"

@@ -23,6 +23,8 @@ from tests.support.loopback import LoopbackServer
 
 REPO = r"(?P<repo>[\w.-]+/[\w.-]+)"
 BINARY = (".parquet", ".duckdb", ".png")
+SIZE_CATEGORIES = ["n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B"]
+SIZE_CATEGORIES += ["1B<n<10B", "10B<n<100B", "100B<n<1T", "n>1T"]
 
 
 class HubHandler(BaseHTTPRequestHandler):
@@ -117,6 +119,16 @@ class HubHandler(BaseHTTPRequestHandler):
             return self._send(400, {"errors": [{"message": f"YAML: {exc}"}]})
         if not isinstance(meta, dict):
             return self._send(400, {"errors": [{"message": "README.md has no YAML metadata block"}]})
+        errors = []  # the checks of the Hub's metadata validation that a dataset card can trip on
+        if meta.get("license") == "other" and not meta.get("license_name"):
+            errors.append("license_name is required when license is 'other'")
+        sizes = meta.get("size_categories", [])
+        errors += [f"size_categories: '{c}' is not one of the Hub's" for c in sizes if c not in SIZE_CATEGORIES]
+        for config in meta.get("configs", []):
+            if not config.get("config_name") or not config.get("data_files"):
+                errors.append(f"configs: {config} needs a config_name and data_files")
+        if errors:
+            return self._send(400, {"errors": [{"message": e} for e in errors]})
         self._send(200, {"errors": [], "warnings": []})
 
     def _preupload(self, repo_id: str, payload: dict) -> None:
