@@ -81,12 +81,14 @@ def _load_every_table(folder: Path, tables: dict, cache: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_card_gives_datasets_one_config_per_table(built, tmp_path):
     tables = read_manifest(built)["tables"]
     assert len(tables) == 6
     _load_every_table(built, tables, tmp_path / "hf-cache")
 
 
+@pytest.mark.slow
 def test_columns_are_described_in_the_files_and_the_card(built):
     _, text = _card(built)
     for name in read_manifest(built)["tables"]:
@@ -112,6 +114,7 @@ def test_every_published_schema_describes_every_column(schema):
     )
 
 
+@pytest.mark.slow
 def test_card_states_the_terms_the_models_and_the_citations(built):
     meta, text = _card(built)
     assert meta["license"] == "other" and "movies" in meta["tags"]
@@ -132,6 +135,7 @@ def test_card_states_the_terms_the_models_and_the_citations(built):
             assert needle in text, needle
 
 
+@pytest.mark.slow
 def test_card_is_a_step_and_stays_put_when_nothing_changed(built):
     before = (built / "README.md").read_bytes()
     result = build_dataset_card(built)
@@ -139,6 +143,7 @@ def test_card_is_a_step_and_stays_put_when_nothing_changed(built):
     assert "card" in read_manifest(built)["steps"]
 
 
+@pytest.mark.slow
 def test_files_are_0644_and_work_files_are_not_published(built):
     files = publishable_files(built)
     assert {"README.md", "manifest.json", "catalog.duckdb", "ratings.parquet"} <= set(files)
@@ -165,6 +170,7 @@ def _hub_env(hub: HubServer, home: Path, token: str | None = TOKEN) -> dict[str,
     return {**env, "HF_TOKEN": token} if token else env
 
 
+@pytest.mark.slow
 def test_publish_uploads_what_a_reader_needs_and_never_prints_the_token(built, tmp_path):
     with HubServer(TOKEN) as hub:
         run = cli("publish", str(built), "--repo-id", "me/suber-sample", "--json", **_hub_env(hub, tmp_path / "hf"))
@@ -196,6 +202,7 @@ def test_publish_uploads_what_a_reader_needs_and_never_prints_the_token(built, t
     _load_every_table(copy, read_manifest(copy)["tables"], tmp_path / "hf-cache")
 
 
+@pytest.mark.slow
 def test_publish_with_a_refused_token_is_one_line_without_the_token(built, tmp_path):
     wrong = "hf_wrongTokenWrongToken0000000000"
     with HubServer(TOKEN) as hub:
@@ -207,6 +214,7 @@ def test_publish_with_a_refused_token_is_one_line_without_the_token(built, tmp_p
     assert hub.repos == {}
 
 
+@pytest.mark.slow
 def test_publish_without_a_token_says_how_to_get_one(built, tmp_path):
     with HubServer(TOKEN) as hub:
         run = cli("publish", str(built), "--repo-id", "me/x", **_hub_env(hub, tmp_path / "hf", None))
@@ -214,6 +222,7 @@ def test_publish_without_a_token_says_how_to_get_one(built, tmp_path):
     assert hub.requests == []
 
 
+@pytest.mark.slow
 def test_dry_run_lists_the_files_and_contacts_nothing(built, tmp_path):
     run = cli("publish", str(built), "--dry-run", "--json", HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path))
     assert run.returncode == 0, run.stderr
@@ -222,6 +231,7 @@ def test_dry_run_lists_the_files_and_contacts_nothing(built, tmp_path):
     assert report["bytes"] == sum((built / f).stat().st_size for f in report["files"])
 
 
+@pytest.mark.slow
 def test_publish_refuses_a_folder_whose_table_changed_after_the_build(built, tmp_path):
     folder = tmp_path / "copy"
     for name in publishable_files(built):
@@ -236,6 +246,7 @@ def test_publish_refuses_a_folder_whose_table_changed_after_the_build(built, tmp
     assert run.returncode == 1 and "ratings.parquet: listed in manifest.json but missing" in run.stderr
 
 
+@pytest.mark.slow
 def test_books_card_states_the_book_sources_terms(tmp_path):
     """The books sample (items and ratings only): Kaggle's and Amazon's terms, neither GroupLens' nor TMDB's."""
     run = cli("build", "books", "--release", "books-sample", "--data-dir", str(tmp_path), **_offline(tmp_path))
@@ -261,6 +272,7 @@ def test_bad_publish_options_fail_in_one_line_before_anything_runs(tmp_path, arg
     assert not (tmp_path / "missing [folder]").exists()
 
 
+@pytest.mark.slow
 def test_a_card_the_hub_rejects_fails_before_any_upload(built, tmp_path):
     folder = tmp_path / "copy"
     for name in publishable_files(built):
