@@ -182,6 +182,7 @@ def test_publish_uploads_what_a_reader_needs_and_never_prints_the_token(built, t
     for output in (run.stdout, run.stderr, again.stdout, again.stderr):
         assert TOKEN not in output
     repo = hub.repos["me/suber-sample"]
+    assert f"{hub.url}/datasets/me/suber-sample/commit/{repo['sha']}" in again.stdout  # whole, at 80 columns
     assert report["ok"] and report["files"] == publishable_files(built)
     assert report["url"] == f"{hub.url}/datasets/me/suber-sample" and report["commit_url"].endswith(report["commit"])
     uploaded = repo["files"]

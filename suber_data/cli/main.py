@@ -330,12 +330,15 @@ def publish(
         return
     size = f"{len(report['files'])} files, {report['bytes']:,} bytes"
     if dry_run:
-        out.print(f"would publish {escape(str(path))} ({size}; card {report['card']}):")
+        out.print(f"would publish {escape(str(path))} ({size}; card {report['card']}):", soft_wrap=True)
         for name in report["files"]:
             out.print(f"  {escape(name)}")
     else:
-        out.print(f"published {escape(str(path))} to {escape(report['url'])} ({size}; card {report['card']})")
-        out.print(f"commit: {escape(report['pr_url'] or report['commit_url'])}")
+        # soft_wrap: URLs stay whole, to be copied
+        out.print(
+            f"published {escape(str(path))} to {escape(report['url'])} ({size}; card {report['card']})", soft_wrap=True
+        )
+        out.print(f"commit: {escape(report['pr_url'] or report['commit_url'])}", soft_wrap=True)
 
 
 def _pairs(values: dict) -> str:
