@@ -41,6 +41,10 @@ def build_catalog(dataset_dir: str | Path) -> dict[str, int]:
             for path in sorted(dataset_dir.glob("*.parquet")):
                 table = path.stem
                 con.execute(f'CREATE TABLE "{table}" AS SELECT {_select_list(path)} FROM read_parquet(?)', [str(path)])
+                for field in pq.read_schema(path):  # the files' column descriptions, for duckdb_columns()
+                    about = (field.metadata or {}).get(b"description", b"").decode().replace("'", "''")
+                    if about:
+                        con.execute(f"""COMMENT ON COLUMN "{table}"."{field.name}" IS '{about}'""")
                 counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
     return counts
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,14 +21,25 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; rename it over ``target`` only if the block succeeds."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _new_temp(target)
     try:
         yield tmp_path
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _new_temp(target: Path) -> Path:
+    """An empty, new, hidden file beside ``target``, created with mode 0666 less the umask (0644 under the usual
+    022), as ``open()`` would: ``mkstemp``'s 0600 would make a dataset unreadable to anyone else once renamed."""
+    for _ in range(8):
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{target.parent}: could not create a temporary file for {target.name}")
 
 
 def write_json(target: str | os.PathLike, data: Any) -> None:

@@ -1,7 +1,8 @@
 """The artifact contract: every Parquet file a dataset folder may hold, defined once.
 
 ``suber_env`` keeps its own copy of the column names it needs (it never imports this package);
-``tests/test_contract.py`` checks that the two agree.
+``tests/test_contract.py`` checks that the two agree. Every column carries a one-line description as
+Parquet field metadata (``description``), which the dataset card and other readers show.
 """
 
 from __future__ import annotations
@@ -9,6 +10,35 @@ from __future__ import annotations
 import pyarrow as pa
 
 SCHEMA_VERSION = 2  # 2: ratings.user_id renamed source_user_id
+
+# What each column means, by name: a column means the same in every table that has it, unless a schema overrides it.
+COLUMN_DOCS = {
+    "item_id": "Dense item index 0..n-1: the environment's action; joins every table that has it",
+    "user_id": "Synthetic user id (users.parquet); unrelated to ratings.source_user_id",
+    "source_user_id": "A real person of the source data (never a users.user_id)",
+    "title": "Title",
+    "year": "Year of release or publication",
+    "overview": "Plot summary or description, as the source wrote it",
+    "genres": "Genres, lower-case",
+    "vote_average": "Mean rating at the source",
+    "vote_count": "Number of ratings at the source",
+    "rating": "The source's rating",
+    "timestamp": "When the rating was given (UTC)",
+    "embedding": "Unit-norm text embedding (float32)",
+    "text_hash": "sha256 of the text that was embedded",
+    "seed": "The seed this row was generated with",
+}
+
+
+def described(schema: pa.Schema, **docs: str) -> pa.Schema:
+    """``schema`` with a ``description`` on every field it can describe: ``docs`` first, then COLUMN_DOCS
+    (tests/test_publish.py checks that every column of a built dataset has one)."""
+    fields = []
+    for f in schema:
+        text = docs.get(f.name) or COLUMN_DOCS.get(f.name)
+        fields.append(f.with_metadata({"description": text}) if text else f)
+    return pa.schema(fields, metadata=schema.metadata)
+
 
 ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])  # gender: "M", "F" or "unknown"
 
@@ -36,6 +66,27 @@ MOVIE_ITEMS = pa.schema(
         pa.field("ml_rating_mean", pa.float32()),
     ]
 )
+MOVIE_ITEMS = described(
+    MOVIE_ITEMS,
+    movielens_id="MovieLens movieId",
+    tmdb_id="TMDB movie id (null when MovieLens links none)",
+    imdb_id="IMDb id, e.g. tt0114709",
+    release_date="Release date (TMDB)",
+    year="Release year (TMDB's date, else the year in the MovieLens title)",
+    overview="Plot overview (TMDB)",
+    genres="Genres, lower-case: TMDB's names (MovieLens' when built without TMDB)",
+    actors="The two top-billed actors: name and gender (M, F or unknown)",
+    director="Director (TMDB credits)",
+    vote_average="TMDB vote average (0-10)",
+    vote_count="TMDB vote count",
+    popularity="TMDB popularity score",
+    runtime="Runtime in minutes",
+    original_language="Original language (ISO 639-1)",
+    collection_id="TMDB collection (film series) id; null when none",
+    collection_name="TMDB collection (film series) name",
+    ml_rating_count="Number of MovieLens ratings in this release",
+    ml_rating_mean="Mean MovieLens rating in this release (0.5-5)",
+)
 
 RATINGS = pa.schema(
     [
@@ -45,6 +96,11 @@ RATINGS = pa.schema(
         pa.field("rating", pa.float32(), nullable=False),
         pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),  # DuckDB's native TIMESTAMPTZ
     ]
+)
+RATINGS = described(
+    RATINGS,
+    source_user_id="MovieLens userId: a real person, not a users.user_id",
+    rating="MovieLens rating, 0.5-5 in steps of 0.5 (1-5 in older releases)",
 )
 
 USERS = pa.schema(
@@ -62,6 +118,19 @@ USERS = pa.schema(
         pa.field("profile", pa.string(), nullable=False),  # "census" or "suber"
         pa.field("seed", pa.int64(), nullable=False),
     ]
+)
+USERS = described(
+    USERS,
+    first_name="First name, drawn by birth year and sex (US Social Security data)",
+    last_name="Last name, drawn by frequency (1990 US Census)",
+    sex="M or F",
+    age="Age in years",
+    birth_year="Year of birth",
+    occupation="Occupation",
+    hobby="Hobby",
+    liked="Genres (movies) or categories (books) the user likes",
+    disliked="Genres (movies) or categories (books) the user dislikes",
+    profile="Sampling profile: census or suber",
 )
 
 USER_DESCRIPTIONS = pa.schema(
@@ -81,17 +150,32 @@ USER_DESCRIPTIONS = pa.schema(
         pa.field("generation_key", pa.string(), nullable=False),
     ]
 )
+USER_DESCRIPTIONS = described(
+    USER_DESCRIPTIONS,
+    description="The LLM-written description, continuing 'NAME is a AGE years old ...'",
+    variant="Prompt variant: plain, preferences, film_interest or books",
+    backend="Generation backend: transformers, openai, smollm2 or template",
+    model="Model id",
+    model_revision="Model revision or file hash",
+    template_hash="sha256 of the prompt template",
+    temperature="Sampling temperature",
+    max_tokens="Token limit of the generation",
+    attempts="Attempts until the description passed the checks",
+    seconds="Generation time in seconds, as the backend recorded it",
+    generation_key="Hash of everything that determines this row (resume key)",
+)
 
 
 def embedding_schema(id_column: str, dim: int) -> pa.Schema:
     """``item_embeddings.parquet`` / ``user_embeddings.parquet``: one unit vector per id."""
-    return pa.schema(
+    schema = pa.schema(
         [
             pa.field(id_column, pa.int32(), nullable=False),
             pa.field("embedding", pa.list_(pa.float32(), dim), nullable=False),
             pa.field("text_hash", pa.string(), nullable=False),
         ]
     )
+    return described(schema)
 
 
 # file name -> schema (embeddings are per dimension, checked by embedding_schema)
@@ -119,6 +203,19 @@ BOOK_ITEMS = pa.schema(
         pa.field("isbn", pa.string()),  # ISBN-13, else ISBN-10, where Amazon 2023's details list one
     ]
 )
+BOOK_ITEMS = described(
+    BOOK_ITEMS,
+    book_id="Record index in the source's item file (books_data.csv or meta_Books.jsonl)",
+    overview="Book description (the source's)",
+    authors="Authors",
+    publisher="Publisher",
+    year="Publication year",
+    genres="Categories, split as SUBER splits them",
+    vote_average="Mean review score (1-5)",
+    vote_count="Number of reviews",
+    parent_asin="Amazon Reviews 2023 item id (null for the Kaggle files)",
+    isbn="ISBN-13, else ISBN-10, where Amazon 2023 lists one",
+)
 
 # Kaggle user ids are strings ("AVCGYZL8FQQTD"), so book ratings differ from RATINGS in source_user_id's type.
 BOOK_RATINGS = pa.schema(
@@ -128,4 +225,10 @@ BOOK_RATINGS = pa.schema(
         pa.field("rating", pa.float32(), nullable=False),
         pa.field("timestamp", pa.timestamp("us", tz="UTC")),  # review/time; absent in some rows
     ]
+)
+BOOK_RATINGS = described(
+    BOOK_RATINGS,
+    source_user_id="Amazon reviewer id: a real person, not a users.user_id",
+    rating="Review score, 1-5",
+    timestamp="When the review was written (UTC); null where the source has none",
 )

@@ -298,6 +298,49 @@ def info(
         out.print(src)
 
 
+@app.command("publish")
+def publish(
+    path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/movies/ml-latest-small.")],
+    repo_id: Annotated[str | None, typer.Option(help="Hub dataset repository, e.g. your-name/suber-movies.")] = None,
+    private: Annotated[bool, typer.Option("--private", help="Create the repository private.")] = False,
+    revision: Annotated[str | None, typer.Option(help="Branch to commit to (default: main).")] = None,
+    create_pr: Annotated[bool, typer.Option("--create-pr", help="Open a pull request instead of committing.")] = False,
+    message: Annotated[str | None, typer.Option(help="Commit message.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would go up; contact nothing.")] = False,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
+) -> None:
+    """Upload a dataset folder (card, tables, manifest, catalog; never .work/ or locks) to the Hugging Face Hub.
+
+    The token comes from HF_TOKEN or `hf auth login`; HF_ENDPOINT selects another Hub."""
+    from suber_data.publish.hub import publish as publish_folder
+
+    try:
+        report = publish_folder(
+            path, repo_id, private=private, revision=revision, create_pr=create_pr, message=message, dry_run=dry_run
+        )
+    except SuberDataError as exc:
+        if verbose:
+            console.print_exception()
+        if as_json:
+            _print_json({"ok": False, "error": str(exc)})
+        fail(str(exc))
+    if as_json:
+        _print_json(report)
+        return
+    size = f"{len(report['files'])} files, {report['bytes']:,} bytes"
+    if dry_run:
+        out.print(f"would publish {escape(str(path))} ({size}; card {report['card']}):", soft_wrap=True)
+        for name in report["files"]:
+            out.print(f"  {escape(name)}")
+    else:
+        # soft_wrap: URLs stay whole, to be copied
+        out.print(
+            f"published {escape(str(path))} to {escape(report['url'])} ({size}; card {report['card']})", soft_wrap=True
+        )
+        out.print(f"commit: {escape(report['pr_url'] or report['commit_url'])}", soft_wrap=True)
+
+
 def _pairs(values: dict) -> str:
     """One ``key: value`` per line, values as JSON with spaces: a narrow terminal wraps between words, never
     inside a key or a number."""

@@ -20,8 +20,8 @@ from suber_data.artifacts import (
     sha256_file,
     write_json,
 )
-from suber_data.artifacts.io import atomic_path, write_parquet
-from suber_data.artifacts.schemas import MOVIE_ITEMS, SCHEMA_VERSION
+from suber_data.artifacts.io import write_parquet, write_parquet_batches
+from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
 from suber_data.errors import InputError
 from suber_data.movies import movielens
@@ -233,18 +233,20 @@ def build_ratings(dataset_dir: Path, ml: StepResult) -> StepResult:
 
 
 def _ratings(dataset_dir: Path, ml: StepResult) -> StepRecord:
+    # DuckDB joins and streams Arrow batches; pyarrow writes them with the schema's field descriptions,
+    # which DuckDB's own COPY cannot attach.
     target = dataset_dir / "ratings.parquet"
-    with duckdb.connect() as con, atomic_path(target) as tmp:
+    source = ml.path / "ml_ratings.parquet"
+    with duckdb.connect() as con:
         con.execute("SET preserve_insertion_order = false")
-        con.execute(
-            f"""COPY (
-                SELECT r.user_id AS source_user_id, i.item_id, r.rating, r.timestamp
-                FROM read_parquet('{ml.path / "ml_ratings.parquet"}') r
+        reader = con.sql(
+            f"""SELECT r.user_id AS source_user_id, i.item_id, r.rating, r.timestamp
+                FROM read_parquet('{source}') r
                 JOIN (SELECT item_id, movielens_id FROM read_parquet('{dataset_dir / "items.parquet"}')) i
-                USING (movielens_id)
-            ) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)"""
-        )
-        row = con.execute(f"SELECT count(*), count(DISTINCT source_user_id) FROM read_parquet('{tmp}')").fetchone()
-        total = con.execute(f"SELECT count(*) FROM read_parquet('{ml.path / 'ml_ratings.parquet'}')").fetchone()[0]
+                USING (movielens_id)"""
+        ).to_arrow_reader(1 << 20)
+        write_parquet_batches(reader, target, RATINGS)
+        row = con.execute(f"SELECT count(*), count(DISTINCT source_user_id) FROM read_parquet('{target}')").fetchone()
+        total = con.execute(f"SELECT count(*) FROM read_parquet('{source}')").fetchone()[0]
     counts = {"ratings": row[0], "users": row[1], "dropped_unmatched": total - row[0]}
     return StepRecord(counts=counts, tables=["ratings.parquet"])

@@ -1,10 +1,11 @@
-"""The DuckDB catalog over whatever Parquet files the dataset holds; it runs after every other step."""
+"""The DuckDB catalog and the dataset card over whatever the dataset holds; it runs after every other step."""
 
 import dagster as dg
 
 from suber_data.artifacts.catalog import build_dataset_catalog
 from suber_data.pipelines.keys import ROOT, DomainKeys
 from suber_data.pipelines.resources import StorageResource
+from suber_data.publish.card import CARD, build_dataset_card
 
 
 def catalog_asset(upstream: list[dg.AssetKey], keys: DomainKeys = ROOT) -> dg.AssetsDefinition:
@@ -13,14 +14,20 @@ def catalog_asset(upstream: list[dg.AssetKey], keys: DomainKeys = ROOT) -> dg.As
         group_name=keys.name("catalog"),
         deps=upstream,
         required_resource_keys={keys.storage},
-        description="catalog.duckdb over the Parquet files",
+        description="catalog.duckdb over the Parquet files, and README.md: the dataset card (one config per table)",
     )
     def catalog(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage: StorageResource = getattr(context.resources, keys.storage)
         result = build_dataset_catalog(storage.dataset_dir())
+        card = build_dataset_card(storage.dataset_dir())  # after the catalog: the card describes the final folder
         context.log.info(result.message)
+        context.log.info(card.message)
         return dg.MaterializeResult(
-            metadata={"up_to_date": result.skipped, **{f"rows_{k}": v for k, v in result.counts.items()}}
+            metadata={
+                "up_to_date": result.skipped and card.skipped,
+                **{f"rows_{k}": v for k, v in result.counts.items()},
+                "dataset_card": dg.MetadataValue.path(str(storage.dataset_dir() / CARD)),
+            }
         )
 
     return catalog
