@@ -3,8 +3,9 @@
 Both programs run on the same batched llguidance engine, the same users, seeds and decoding, in one command.
 The baseline is the program before the change (git history: the description was one free ``gen`` stopped at
 the line break, the checks rejected and a new seed retried); the new one is ``program.guidance_program``.
-Per program: users passing every row check on the first attempt, users still without a passing description
-after ``--attempts`` attempts, total seconds, and the ratio new/baseline.
+Per program: users whose description the build accepts (``generate.finalize``: cut after its last sentence when
+truncated, then every row check) on the first attempt, users still without one after ``--attempts`` attempts,
+total seconds, and the ratio new/baseline.
 
     python bench/bench_description_constraints.py [--users 100] [--batch 16] [--attempts 3] [--max-tokens 300]
 """
@@ -21,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from bench.bench_descriptions import requests_for  # noqa: E402
-from suber_data.descriptions.backends import describe, open_backend  # noqa: E402
-from suber_data.descriptions.checks import check_row  # noqa: E402
+from suber_data.descriptions.backends import Output, describe, open_backend  # noqa: E402
+from suber_data.descriptions.checks import Bounds  # noqa: E402
+from suber_data.descriptions.generate import finalize  # noqa: E402
 from suber_data.descriptions.program import Choice, Decoding, attempt_seed, guidance_program, parse_output  # noqa: E402
 
 
@@ -42,6 +44,16 @@ def baseline_program(request, decoding: Decoding):
     return program
 
 
+def as_output(request, run) -> Output:
+    """A run as the backend's ``generate`` reports it (stopped by a budget or without a line break: truncated)."""
+    if run.error:
+        return Output(None, error=run.error)
+    choices, description, ended = parse_output(request, run.text)
+    if description is None:
+        return Output(None, error="output does not follow the program")
+    return Output(description, choices, truncated=run.cut or not ended)
+
+
 def run(backend, requests, program, decoding: Decoding, batch: int, attempts: int) -> dict:
     grammars = {r.user_id: program(r, decoding).ll_grammar() for r in requests}
     first_pass, pending, start = 0, list(requests), time.perf_counter()
@@ -57,8 +69,7 @@ def run(backend, requests, program, decoding: Decoding, batch: int, attempts: in
                 decoding.max_tokens + 600,
             )
             for request, out in zip(chunk, runs, strict=True):
-                description = None if out.error else parse_output(request, out.text)[1]
-                if description is None or check_row(description, request.user):
+                if finalize(as_output(request, out), request, Bounds())[1]:  # the build's own acceptance
                     failed.append(request)
                 elif attempt == 1:
                     first_pass += 1

@@ -150,7 +150,7 @@ class LocalBackend:
                     Output(None, seconds=run.seconds, error=f"output does not follow the program: {run.text!r}")
                 )
                 continue
-            outputs.append(Output(description, choices, run.seconds, truncated=not ended))
+            outputs.append(Output(description, choices, run.seconds, truncated=run.cut or not ended))
         return outputs
 
     @torch.inference_mode()
@@ -178,6 +178,7 @@ class LocalBackend:
         active = list(range(n))  # batch row -> sequence index
         tokens: list[list[int]] = [[] for _ in range(n)]
         finished_at = [0.0] * n
+        cut = [False] * n  # ended by text the program forced (a span's token budget ran out), not by the model
         errors: list[str | None] = [None] * n
         bitmask = llt.allocate_token_bitmask(n, self.vocab)
         arange_bits = torch.arange(32, dtype=torch.int32)
@@ -228,6 +229,7 @@ class LocalBackend:
                     tokens[r].extend(t for t in chunk if t != self.eos)
                 if errors[r] or self.eos in chunk or matcher.is_stopped():
                     finished_at[r] = time.perf_counter()
+                    cut[r] = bool(forced[i])
                 else:
                     keep.append(i)
             if not keep:
@@ -258,7 +260,7 @@ class LocalBackend:
         runs = []
         for r in range(n):
             text = self.ll_tokenizer.decode_bytes(tokens[r]).decode("utf-8", errors="replace")
-            runs.append(Run(tokens[r], text, finished_at[r] - start, errors[r]))
+            runs.append(Run(tokens[r], text, finished_at[r] - start, errors[r], cut[r]))
         return runs
 
     def _prefill(self, prompts: list[tuple[str, str]]):
@@ -310,6 +312,7 @@ class Run:
     text: str  # everything the program produced (literals included)
     seconds: float
     error: str | None = None
+    cut: bool = False  # the program forced the end: the text stopped at a token budget, mid-sentence maybe
 
 
 def _fixed_chars(request: Request) -> int:

@@ -10,6 +10,7 @@ turns it into a JSON schema for the server's structured output.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -203,34 +204,54 @@ def _word_except(banned: frozenset[str]) -> str:
     return "(" + "|".join(branches) + ")"
 
 
-def span_regex(sex: str, min_words: int = 1, *, opening: bool = False) -> str:
+def span_regex(sex: str, min_words: int = 1, *, opening: bool = False, avoid: tuple[str, ...] = ()) -> str:
     """A free span of the description: at least ``min_words`` allowed words between separators, no line break,
     never a pronoun of the other sex nor a banned word. A span that follows a forced string starts with a
-    separator, so the string stays a word of its own (the opening one follows the template's trailing space)."""
-    word = _word_except(frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS))
+    separator, so the string stays a word of its own (the opening one follows the template's trailing space).
+    ``avoid``: more words the span may not use (see ``description_program``)."""
+    word = _word_except(frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS + avoid))
     word = f"({word[2:-1]})" if word.startswith("(|") else word  # a word is never empty
     lead = "*" if opening else "+"
     return f"{_SEPARATORS}{lead}{word}({_SEPARATORS}+{word}){{{min_words - 1},}}{_SEPARATORS}*"
+
+
+def _first_word(text: str) -> tuple[str, ...]:
+    match = re.match(r"[a-z0-9]+", text.strip().lower())
+    return (match.group(0),) if match else ()
 
 
 def description_program(user: Mapping, decoding: Decoding):
     """The free description as a grammar that carries the checks: the user's job and hobby verbatim, placed
     by the model among free spans (job first or hobby first), one line, no other-sex pronoun, no template text.
     The space before each forced string is forced too: a span cut at its token budget cannot glue onto it.
+
+    A span is one greedy lexeme: were the job's first word a word it may hold, the model's " Nurse" would
+    extend the span, never start the forced " Nurse", and the job would come only when the span's token
+    budget ran out. So the spans before the forced strings avoid the first words of job and hobby: writing
+    one of them starts the forced string.
     """
     from guidance import gen, select
 
     sex = "M" if user["sex"] == "M" else "F"
-    job, hobby = " " + str(user["occupation"]), " " + str(user["hobby"])
-    budget = max(8, decoding.max_tokens // 3)
+    job, hobby = _forced(str(user["occupation"])), _forced(str(user["hobby"]))
+    avoid = _first_word(str(user["occupation"])) + _first_word(str(user["hobby"]))
+    inner = max(16, decoding.max_tokens // 10)  # the model reaches the job or the hobby, or it is forced
+    last = max(8, decoding.max_tokens // 3)
 
-    def span(min_words: int, opening: bool = False):
-        pattern = span_regex(sex, min_words, opening=opening)
+    def span(min_words: int, budget: int, opening: bool = False, avoid: tuple[str, ...] = ()):
+        pattern = span_regex(sex, min_words, opening=opening, avoid=avoid)
         return gen(regex=pattern, max_tokens=budget, temperature=decoding.temperature)
 
-    first = span(1, True) + job + span(1) + hobby
-    second = span(1, True) + hobby + span(1) + job
-    return select([first, second]) + span(5) + "\n"  # 1 + 1 + 5 words and the two strings: never too short
+    first = span(1, inner, True, avoid) + select(job) + span(1, inner, avoid=avoid) + select(hobby)
+    second = span(1, inner, True, avoid) + select(hobby) + span(1, inner, avoid=avoid) + select(job)
+    return select([first, second]) + span(5, last) + "\n"  # 1 + 1 + 5 words and the two strings: never too short
+
+
+def _forced(text: str) -> list[str]:
+    """The forced string as written and with its first letter in the other case (the checks ignore case), so
+    "... he loves baking" and "... Baking" both start it."""
+    other = text[:1].swapcase() + text[1:]
+    return list(dict.fromkeys([" " + text, " " + other]))
 
 
 def guidance_program(request: Request, decoding: Decoding):
