@@ -12,7 +12,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +48,13 @@ class EmbeddingResult(StepResult):
     def up_to_date(self) -> bool:
         """Nothing changed since the last build: the file was left as it was."""
         return self.skipped
+
+
+class CacheFiller(Protocol):
+    """Encodes the texts the cache lacks elsewhere (``suber_data.scale.ray_runner``), adding each finished block
+    to the cache as it arrives; returns how many distinct texts it encoded."""
+
+    def fill_cache(self, texts: pa.ChunkedArray, hashes: pa.Array, embedder: Embedder, cache: VectorCache) -> int: ...
 
 
 def embed_texts(
@@ -138,6 +145,7 @@ def _build(
     embedder: Embedder,
     cache_root: str | Path | None,
     force: bool,
+    runner: CacheFiller | None = None,
 ) -> EmbeddingResult:
     start = time.perf_counter()
     cache = VectorCache(embedder.model_id, embedder.revision, root=cache_root)
@@ -146,7 +154,10 @@ def _build(
     fp = fingerprint(step, embedder.model_id, embedder.revision, recipe, _digest(ids, hashes))
 
     def build() -> StepRecord:
+        filled = runner.fill_cache(texts, hashes, embedder, cache) if runner is not None else 0
         vectors, new_hashes, counts = embed_texts(texts, embedder, cache, hashes=hashes)
+        if filled:  # encoded by the runner's workers, then found in the cache: count them as embedded here
+            counts = {**counts, "embedded": filled, "reused": counts["total"] - filled}
         dim = int(vectors.shape[1])
         if not np.isfinite(vectors).all():
             raise InputError(
@@ -194,6 +205,7 @@ def build_item_embeddings(
     recipe: str = "overview",
     cache_root: str | Path | None = None,
     force: bool = False,
+    runner: CacheFiller | None = None,
 ) -> EmbeddingResult:
     """Embed every row of ``items.parquet`` into ``item_embeddings.parquet`` (item order kept)."""
     dataset_dir = Path(dataset_dir)
@@ -215,6 +227,7 @@ def build_item_embeddings(
         embedder,
         cache_root,
         force,
+        runner,
     )
 
 
@@ -224,6 +237,7 @@ def build_user_embeddings(
     recipe: str = "description",
     cache_root: str | Path | None = None,
     force: bool = False,
+    runner: CacheFiller | None = None,
 ) -> EmbeddingResult:
     """Embed every description of ``user_descriptions.parquet`` into ``user_embeddings.parquet``."""
     dataset_dir = Path(dataset_dir)
@@ -245,4 +259,5 @@ def build_user_embeddings(
         embedder,
         cache_root,
         force,
+        runner,
     )
