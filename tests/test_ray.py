@@ -86,7 +86,7 @@ def _stop(cluster: Cluster) -> None:
             os.killpg(process.pid, signal.SIGTERM)
     for process in cluster.processes:
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=3)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -144,7 +144,7 @@ def test_template_descriptions_equal_the_single_process_build_and_rerun_does_not
     for folder in (one, two):
         write_users(folder, 40)
     single = generate_descriptions(one, backend="template")
-    spread = generate_descriptions(two, backend="template", runner=cluster.runner(users_per_block=6))
+    spread = generate_descriptions(two, backend="template", block_size=6, runner=cluster.runner())
     assert (spread.generated, spread.attempts, spread.written) == (40, 40, 40)
     assert table(two / "user_descriptions.parquet").equals(table(one / "user_descriptions.parquet"))
     assert spread.variants == single.variants
@@ -166,16 +166,18 @@ def test_smollm2_descriptions_equal_the_single_process_build(cluster, tmp_path):
     torch.set_num_threads(1)  # as each Ray actor (one CPU) runs
     one, two = tmp_path / "one", tmp_path / "ray"
     for folder in (one, two):
-        write_users(folder, 4)
+        write_users(folder, 2)
+    # a block per user, so each node takes one; the single process runs the same blocks
+    settings = dict(backend="smollm2", device="cpu", batch_size=1, block_size=1, max_tokens=64, max_attempts=2)
     try:
-        single = generate_descriptions(one, backend="smollm2", device="cpu", batch_size=2, max_tokens=120)
+        single = generate_descriptions(one, **settings)
     finally:
         torch.set_num_threads(threads)
-    spread = generate_descriptions(
-        two, backend="smollm2", device="cpu", batch_size=2, max_tokens=120, runner=cluster.runner(users_per_block=2)
-    )
-    assert spread.written == single.written and spread.attempts == single.attempts
+    spread = generate_descriptions(two, **settings, runner=cluster.runner())
+    assert (spread.written, spread.failed) == (single.written, single.failed)
     assert table(two / "user_descriptions.parquet").equals(table(one / "user_descriptions.parquet"))
+    key = ["generation_key", "status", "description", "seed", "attempts", "problems"]
+    assert ChunkStore(two).read().select(key).equals(ChunkStore(one).read().select(key))  # failed rows too
 
 
 def test_minilm_embeddings_are_the_same_bytes(cluster, tmp_path):
@@ -217,7 +219,7 @@ def test_worker_killed_mid_run_the_run_completes_with_every_user_once(cluster, t
             try:
                 outcome["result"] = generate_descriptions(
                     tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2, concurrency=1,
-                    runner=cluster.runner(users_per_block=4), progress=lambda done, total: finished.append(done),
+                    block_size=4, runner=cluster.runner(), progress=lambda done, total: finished.append(done),
                 )  # fmt: skip
             except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
                 outcome["error"] = exc
@@ -248,7 +250,7 @@ import sys
 from suber_data.descriptions import generate_descriptions
 from suber_data.scale import RayRunner
 generate_descriptions(sys.argv[1], backend="openai", model="m", base_url=sys.argv[2], batch_size=2, concurrency=1,
-                      runner=RayRunner(address=sys.argv[3], users_per_block=2))
+                      block_size=2, runner=RayRunner(address=sys.argv[3]))
 raise SystemExit("the run was expected to be killed before it finished")
 """
 
@@ -270,8 +272,8 @@ def test_driver_killed_then_rerun_does_only_what_is_missing(cluster, tmp_path):
         before = {r["generation_key"] for r in store.read().to_pylist()}
         assert 2 <= len(before) < n
         result = generate_descriptions(
-            tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2,
-            runner=cluster.runner(users_per_block=2),
+            tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2, block_size=2,
+            runner=cluster.runner(),
         )  # fmt: skip
     assert result.reused == len(before) and result.generated == n - len(before)
     rows = pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()

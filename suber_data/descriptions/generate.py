@@ -41,6 +41,7 @@ OUTPUT = "user_descriptions.parquet"
 USERS = "users.parquet"
 REQUIRED = ("user_id", "first_name", "last_name", "sex", "age", "occupation", "hobby", "liked", "disliked", "seed")
 CHECKS_VERSION = 1  # bump when check_row / near_duplicates change meaning
+BLOCK_SIZE = 256  # users per block: the unit a Ray worker takes, and the batches' frame (see generate_batches)
 
 
 @dataclass
@@ -148,6 +149,7 @@ class Generation:
     bounds: Bounds
     limit: int  # the last attempt a failed check may lead to
     batch_size: int
+    block_size: int = BLOCK_SIZE
     open_kwargs: dict[str, Any] = field(default_factory=dict, repr=False)  # open_backend's options; repr: no key
 
     def open(self) -> Backend:
@@ -155,35 +157,51 @@ class Generation:
 
 
 class Runner(Protocol):
-    """Generates a queue elsewhere (``suber_data.scale.ray_runner``): yields ``(rows, attempts, pending)`` as
-    blocks finish, like :func:`generate_batches`; the caller writes the rows to the store."""
+    """Generates a queue elsewhere (``suber_data.scale.ray_runner``), block by block as :func:`generate_batches`
+    cuts it: yields ``(rows, attempts, pending)`` as blocks finish; the caller writes the rows to the store."""
 
     def generate(
         self, generation: Generation, queue: list[tuple[Request, int]]
     ) -> Iterator[tuple[list[dict[str, Any]], int, int]]: ...
 
 
+def blocks(queue: list[tuple[Request, int]], generation: Generation) -> list[list[tuple[Request, int]]]:
+    """The queue cut into blocks of ``block_size`` (a whole number of batches), in queue order."""
+    size = -(-generation.block_size // generation.batch_size) * generation.batch_size
+    return [queue[i : i + size] for i in range(0, len(queue), size)]
+
+
 def generate_batches(
     backend: Backend, queue: Iterable[tuple[Request, int]], generation: Generation
 ) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
-    """Generate ``queue`` ((request, first attempt) pairs) batch by batch. A row that fails its checks goes
-    back to the end of the queue with its next attempt, up to ``generation.limit``; every attempt's seed
-    depends only on (key, attempt), never on the batch. Yields ``(finished rows, attempts made, users
-    still queued)`` after each batch."""
+    """Generate ``queue`` ((request, first attempt) pairs) block by block (:func:`blocks`), each block in
+    batches of ``batch_size``; the requests of a block whose output fails its checks go round again, in
+    batches of their own, with their next attempt (up to ``generation.limit``) before the next block starts.
+
+    Every attempt's seed depends only on (key, attempt), but a local model's last bits (padding, kernel
+    shapes) depend on the batch, and a flipped bit can flip a sampled token. Fixing the batches by the
+    block makes them the same wherever a block runs: a Ray worker given the same block yields the same rows.
+    Yields ``(finished rows, attempts made, users still unfinished)`` after each batch."""
     queue = list(queue)
+    unfinished = len({r.key for r, _ in queue})
     info, decoding = generation.info, generation.decoding
-    while queue:
-        batch, queue = queue[: generation.batch_size], queue[generation.batch_size :]
-        seeds = [attempt_seed(r.key, a) for r, a in batch]
-        outputs = backend.generate([r for r, _ in batch], seeds, decoding)
-        rows = []
-        for (request, attempt), seed_used, output in zip(batch, seeds, outputs, strict=True):
-            text, problems = finalize(output, request, generation.bounds)
-            if problems and attempt < generation.limit and info.backend != "template":
-                queue.append((request, attempt + 1))
-                continue
-            rows.append(_row(request, info, decoding, seed_used, attempt, output, text, problems))
-        yield rows, len(batch), len({r.key for r, _ in queue})
+    for block in blocks(queue, generation):
+        while block:
+            again: list[tuple[Request, int]] = []
+            for start in range(0, len(block), generation.batch_size):
+                batch = block[start : start + generation.batch_size]
+                seeds = [attempt_seed(r.key, a) for r, a in batch]
+                outputs = backend.generate([r for r, _ in batch], seeds, decoding)
+                rows = []
+                for (request, attempt), seed_used, output in zip(batch, seeds, outputs, strict=True):
+                    text, problems = finalize(output, request, generation.bounds)
+                    if problems and attempt < generation.limit and info.backend != "template":
+                        again.append((request, attempt + 1))
+                        continue
+                    rows.append(_row(request, info, decoding, seed_used, attempt, output, text, problems))
+                unfinished -= len(rows)
+                yield rows, len(batch), unfinished
+            block = again
 
 
 def plan_requests(
@@ -210,6 +228,7 @@ def generate_descriptions(
     base_url: str | None = None,
     api_key: str | None = None,
     batch_size: int = 16,
+    block_size: int = BLOCK_SIZE,
     concurrency: int = 8,
     max_attempts: int = 3,
     temperature: float = 0.7,
@@ -243,8 +262,8 @@ def generate_descriptions(
     dataset_dir = Path(dataset_dir)
     if domain not in ("movies", "books"):
         raise InputError(f"domain must be 'movies' or 'books', not {domain!r}")
-    if max_attempts < 1 or batch_size < 1 or max_tokens < 1:
-        raise InputError("max_attempts, batch_size and max_tokens must be at least 1")
+    if max_attempts < 1 or batch_size < 1 or block_size < 1 or max_tokens < 1:
+        raise InputError("max_attempts, batch_size, block_size and max_tokens must be at least 1")
     if runner is not None and backend_instance is not None:
         raise InputError("pass either runner (workers open their own backend) or backend_instance, not both")
     bounds = bounds or Bounds()
@@ -297,7 +316,7 @@ def generate_descriptions(
     limit = max_attempts + (max(0, max(a for _, a in queue) - 1) if queue else 0)
 
     generation = Generation(
-        info, decoding, bounds, limit, batch_size,
+        info, decoding, bounds, limit, batch_size, block_size,
         dict(base_url=base_url, api_key=api_key, concurrency=concurrency, device=device, dtype=dtype,
              gguf_file=gguf_file, response_format=response_format),
     )  # fmt: skip
@@ -387,6 +406,7 @@ def generate_descriptions(
             "seed": decoding.seed,
             "split": split,
             "batch_size": batch_size,
+            "block_size": block_size,
             "max_attempts": max_attempts,
             "base_url": _public_url(base_url or getattr(opened, "base_url", None)),
             "min_words": bounds.min_words,

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from suber_data.descriptions.generate import Generation, generate_batches
+from suber_data.descriptions.generate import Generation, blocks, generate_batches
 from suber_data.descriptions.program import Request
 from suber_data.descriptions.store import STORE_SCHEMA
 from suber_data.embeddings.cache import VectorCache, arrow_to_vectors, vectors_to_arrow
@@ -53,19 +53,20 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "SUBER_DATA_OFFLINE",
 @dataclass(frozen=True)
 class RayOptions:
     """Where and how wide: ``address`` as ``ray.init`` takes it ("auto", "HOST:PORT", "ray://HOST:10001", or
-    "local" to start a Ray inside this process); per-actor resources; block sizes."""
+    "local" to start a Ray inside this process); per-actor resources; the embedding block size. (The
+    descriptions' block is a generation setting, ``generate_descriptions(block_size=...)``: it frames the
+    batches, so one process and any number of workers given the same blocks write the same rows.)"""
 
     address: str = "auto"
     workers: int | None = None  # actors per step; None: as many as the cluster's CPUs (or GPUs) allow
     num_cpus: float = 1.0  # per actor
     num_gpus: float = 0.0  # per actor; > 0 puts each actor on a GPU (its model loads there)
-    users_per_block: int = 64  # descriptions: users per block (a killed worker loses at most one block)
     texts_per_block: int = 1024  # embeddings: distinct texts per block (rounded up to whole encoding batches)
     ship_code: bool = True  # send this process's suber_data to the workers (Ray py_modules)
 
     def __post_init__(self) -> None:
-        if self.users_per_block < 1 or self.texts_per_block < 1:
-            raise SuberDataError("users_per_block and texts_per_block must be at least 1")
+        if self.texts_per_block < 1:
+            raise SuberDataError("texts_per_block must be at least 1")
         if self.workers is not None and self.workers < 1:
             raise SuberDataError(f"Ray workers must be at least 1, got {self.workers}")
         if self.num_cpus < 0 or self.num_gpus < 0:
@@ -163,7 +164,8 @@ class RayRunner:
     def generate(
         self, generation: Generation, queue: list[tuple[Request, int]]
     ) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
-        """The description queue in blocks of ``users_per_block``: yields ``(rows, attempts, pending)`` per block."""
+        """The description queue in the blocks :func:`generate_batches` cuts: yields ``(rows, attempts,
+        pending)`` per finished block."""
         if not queue:
             return
         # Workers generate with the driver's key and server unless options name them (their own env may lack them).
@@ -172,7 +174,6 @@ class RayRunner:
             kwargs["api_key"] = kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY")
             kwargs["base_url"] = kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
         generation = dataclasses.replace(generation, open_kwargs=kwargs)
-        size = self.options.users_per_block
         tables = [
             pa.table(
                 {
@@ -180,7 +181,7 @@ class RayRunner:
                     "request": pa.array([pickle.dumps((r, a)) for r, a in block], pa.binary()),
                 }
             )
-            for block in (queue[i : i + size] for i in range(0, len(queue), size))
+            for block in blocks(queue, generation)
         ]
         first = {r.key: a for r, a in queue}
         pending = len(first)
