@@ -65,6 +65,10 @@ Model = Annotated[str | None, typer.Option(help="LLM model id or local path for 
 LlmBaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="On an error, print its whole traceback too.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (tables and progress: none).")]
+RayAddress = Annotated[
+    str | None,
+    typer.Option("--ray", help="Run descriptions and embeddings on this Ray cluster: auto, HOST:PORT or local."),
+]
 EmbeddingModel = Annotated[
     str | None,
     typer.Option(help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."),
@@ -90,6 +94,7 @@ def build_movies(
     model: Model = None,
     llm_base_url: LlmBaseUrl = None,
     embedding_model: EmbeddingModel = None,
+    ray: RayAddress = None,
     verbose: Verbose = False,
     as_json: AsJson = False,
 ) -> None:
@@ -109,6 +114,7 @@ def build_movies(
         model=model,
         llm_base_url=llm_base_url,
         embedding_model=embedding_model,
+        ray=ray,
         verbose=verbose,
         as_json=as_json,
     )
@@ -139,6 +145,7 @@ def build_books(
     model: Model = None,
     llm_base_url: LlmBaseUrl = None,
     embedding_model: EmbeddingModel = None,
+    ray: RayAddress = None,
     verbose: Verbose = False,
     as_json: AsJson = False,
 ) -> None:
@@ -157,6 +164,7 @@ def build_books(
         model=model,
         llm_base_url=llm_base_url,
         embedding_model=embedding_model,
+        ray=ray,
         verbose=verbose,
         as_json=as_json,
     )

@@ -16,6 +16,7 @@ from suber_data.pipelines.resources import (
     BooksResource,
     EmbedderResource,
     LLMResource,
+    RayResource,
     StorageResource,
     TMDBResource,
     UsersResource,
@@ -50,6 +51,7 @@ class BuildOptions:
     model: str | None = None
     llm_base_url: str | None = None
     embedding_model: str | None = None
+    ray: str | None = None  # a Ray cluster's address: descriptions and embeddings run there
 
 
 def _set(**options) -> dict:
@@ -74,6 +76,7 @@ def resources_for(o: BuildOptions) -> dict:
         "llm": LLMResource(**llm),
         "embedder": EmbedderResource(**_set(model=o.embedding_model)),
         "books": BooksResource(**books),
+        "ray": RayResource(**_set(address=o.ray)),
     }
 
 

@@ -4,6 +4,7 @@ backends, embedding model resolution), so a typo fails in a second, not after an
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 
 from suber_data import settings
@@ -51,6 +52,8 @@ def check_options(o) -> None:
         )
     if o.suber_lists and not Path(o.suber_lists).is_dir():
         raise SuberDataError(f"--suber-lists {o.suber_lists}: no such folder; pass the folder holding SUBER's CSVs")
+    if o.ray is not None and importlib.util.find_spec("ray") is None:
+        raise SuberDataError(f"--ray {o.ray}: Ray is not installed; pip install 'suber-data[ray]' (docs/scale-out.md)")
     # The default backend and model are checked too when the build will use them (--only names their step).
     if o.llm is not None or o.model is not None or o.only == "descriptions":
         _check_llm(o.llm or LLMResource().backend, o.model)

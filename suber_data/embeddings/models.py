@@ -192,15 +192,39 @@ class Embedder:
         }
 
     def encode(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
-        """Unit-norm float32 vectors, shape ``(len(texts), dim)``, in the order of ``texts``."""
+        """Unit-norm float32 vectors, shape ``(len(texts), dim)``, in the order of ``texts``.
+
+        The model runs batches of ``batch_size`` texts taken in :func:`length_order`. A vector's last bits
+        depend on its batch-mates (padding, kernel shapes), so fixing the batches here, rather than leaving
+        them to the library, lets a process that encodes a slice of that order cut at batch boundaries (a
+        Ray worker, ``suber_data.scale``) produce the very same bytes."""
         model = self.model
+        texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = model.encode(
-            list(texts),
-            batch_size=batch_size or self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=not self.has_normalize_layer,
-            show_progress_bar=False,
-        )
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        size = batch_size or self.batch_size
+        order = length_order(texts)
+        out: np.ndarray | None = None
+        for start in range(0, len(texts), size):
+            rows = order[start : start + size]
+            vectors = model.encode(
+                [texts[i] for i in rows],
+                batch_size=size,
+                convert_to_numpy=True,
+                normalize_embeddings=not self.has_normalize_layer,
+                show_progress_bar=False,
+            )
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+        return out
+
+
+# Every batch size choose_batch_size picks divides this: a slice of length_order cut at a multiple of it
+# starts and ends on batch boundaries whatever the device chose.
+BATCH_LCM = 512
+
+
+def length_order(texts: list[str]) -> np.ndarray:
+    """The order :meth:`Embedder.encode` batches texts in: longest first (less padding), ties in input order."""
+    return np.argsort(-np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), kind="stable")

@@ -14,11 +14,15 @@ from suber_data.descriptions.checks import check_row, near_duplicates
 from suber_data.descriptions.generate import USERS
 from suber_data.pipelines.keys import ROOT, DomainKeys
 from suber_data.pipelines.progress import log_progress
-from suber_data.pipelines.resources import LLMResource, StorageResource
+from suber_data.pipelines.resources import LLMResource, RayResource, StorageResource
 
 
 def run_descriptions(
-    storage: StorageResource, llm: LLMResource, user_ids: list[int] | None = None, progress=None
+    storage: StorageResource,
+    llm: LLMResource,
+    user_ids: list[int] | None = None,
+    progress=None,
+    ray: RayResource | None = None,
 ) -> DescriptionResult:
     return generate_descriptions(
         storage.dataset_dir(),
@@ -33,8 +37,10 @@ def run_descriptions(
         seed=llm.seed,
         concurrency=llm.concurrency,
         response_format=llm.response_format,
+        block_size=llm.block_size,
         user_ids=user_ids,
         progress=progress,
+        runner=ray.runner() if ray is not None else None,
     )
 
 
@@ -91,13 +97,13 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         key=keys.key("user_descriptions"),
         deps=[keys.key("users")],
         group_name=keys.name("users"),
-        required_resource_keys={keys.storage, "llm"},
+        required_resource_keys={keys.storage, "llm", "ray"},
         description="A description per user, written by a constrained LLM (or the marked `template` backend), "
         "checked, with its provenance (backend, model, template hash, seed, decoding settings).",
     )
     def user_descriptions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage, llm = getattr(context.resources, keys.storage), context.resources.llm
-        result = run_descriptions(storage, llm, progress=log_progress(context, "users"))
+        result = run_descriptions(storage, llm, progress=log_progress(context, "users"), ray=context.resources.ray)
         context.log.info(result.summary())
         preview = ""
         if result.path.exists():

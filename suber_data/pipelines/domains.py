@@ -16,7 +16,14 @@ import dagster as dg
 
 from suber_data.pipelines.catalog import catalog_asset
 from suber_data.pipelines.keys import DomainKeys
-from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, TMDBResource, UsersResource
+from suber_data.pipelines.resources import (
+    EmbedderResource,
+    LLMResource,
+    RayResource,
+    StorageResource,
+    TMDBResource,
+    UsersResource,
+)
 
 # Steps every domain shares; a module missing from this installation is left out of the graph.
 SHARED_STEP_MODULES = [
@@ -77,6 +84,7 @@ def domain_resources(spec: DomainSpec) -> dict[str, dg.ConfigurableResource]:
         "users": UsersResource(),
         "llm": LLMResource(),
         "embedder": EmbedderResource(),
+        "ray": RayResource(),
         **spec.resources,
     }
 

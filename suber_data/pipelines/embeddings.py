@@ -66,7 +66,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         key=keys.key("item_embeddings"),
         deps=[keys.key("items")],
         group_name=keys.name("embeddings"),
-        required_resource_keys={keys.storage, "embedder"},
+        required_resource_keys={keys.storage, "embedder", "ray"},
         description="One unit Sentence-T5 (or chosen model) vector per item, from its overview or description "
         "(title when empty).",
     )
@@ -78,6 +78,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
             _embedder(embedder),
             recipe=embedder.recipe,
             progress=log_progress(context, "texts"),
+            runner=context.resources.ray.runner(),
         )
         context.log.info(
             f"item embeddings: {result.total} items, {result.embedded} texts embedded, {result.reused} reused"
@@ -89,7 +90,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         key=keys.key("user_embeddings"),
         deps=[keys.key("user_descriptions")],
         group_name=keys.name("embeddings"),
-        required_resource_keys={keys.storage, "embedder"},
+        required_resource_keys={keys.storage, "embedder", "ray"},
         description="One unit vector per user, from the user's generated description.",
     )
     def user_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
@@ -99,6 +100,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
             _embedder(embedder),
             recipe="description",
             progress=log_progress(context, "texts"),
+            runner=context.resources.ray.runner(),
         )
         context.log.info(
             f"user embeddings: {result.total} users, {result.embedded} texts embedded, {result.reused} reused"

@@ -65,8 +65,35 @@ class LLMResource(dg.ConfigurableResource):
     max_tokens: int = 300
     seed: int = 0
     concurrency: int = 8  # openai backend: requests in flight
+    block_size: int = 256  # users per block: a Ray worker's unit, and the frame of the batches (any runner)
     response_format: str = "json_schema"  # openai backend: "json_schema", "json_object" (llama.cpp server) or "none"
     shard_size: int = 10_000  # user ids per partition of `user_description_shards`
+
+
+class RayResource(dg.ConfigurableResource):
+    """Scale-out (docs/scale-out.md): with an ``address``, the description and embedding steps run as Ray Data
+    pipelines on that cluster (``suber_data.scale``); without one (the default), in the step's own process.
+
+    Ray directly rather than dagster-ray: these steps need a connection to an existing cluster from inside the
+    step, which is one ``ray.init``; dagster-ray's resources exist to create and tear down clusters (local,
+    KubeRay) and connect in client mode, and its executors run whole steps as Ray jobs, which is not the split
+    wanted here (blocks of one step over many actors). Both can still be combined with this resource."""
+
+    address: str | None = os.environ.get("SUBER_DATA_RAY") or None  # auto, HOST:PORT, ray://HOST:10001, local
+    workers: int | None = None  # actors per step; None: as many as the cluster's CPUs (GPUs) allow
+    num_cpus: float = 1.0  # per actor
+    num_gpus: float = 0.0  # per actor: > 0 loads each actor's model on a GPU
+    texts_per_block: int = 1024  # embeddings: distinct texts per block
+
+    def runner(self):
+        """The ``runner=`` of the library's steps: ``None`` without an address."""
+        if not self.address:
+            return None
+        from suber_data.scale import RayOptions, RayRunner
+
+        return RayRunner(
+            RayOptions(self.address, self.workers, self.num_cpus, self.num_gpus, texts_per_block=self.texts_per_block)
+        )
 
 
 class EmbedderResource(dg.ConfigurableResource):

@@ -13,7 +13,7 @@ from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.store import ChunkStore
 from suber_data.errors import InputError
 from suber_data.pipelines.descriptions import assets, checks
-from suber_data.pipelines.resources import LLMResource, StorageResource
+from suber_data.pipelines.resources import LLMResource, RayResource, StorageResource
 from tests.descriptions.helpers import users_table, write_users
 
 
@@ -101,6 +101,7 @@ def test_dagster_asset_and_check(tmp_path):
     resources = {
         "storage": StorageResource(data_dir=str(tmp_path), domain="movies", release="test"),
         "llm": LLMResource(backend="template"),
+        "ray": RayResource(),
     }
     users_stub = dg.AssetSpec("users")
     result = dg.materialize([users_stub, *assets, *checks], resources=resources, selection=["user_descriptions"])
@@ -130,6 +131,7 @@ def test_partitions_generate_their_users_then_the_asset_assembles(tmp_path):
     resources = {
         "storage": StorageResource(data_dir=str(tmp_path), domain="movies", release="test"),
         "llm": LLMResource(backend="template", shard_size=3),
+        "ray": RayResource(),
     }
     users_stub = dg.AssetSpec("users")
     for key, expected in (("0", 3), ("1", 3), ("5", 0)):

