@@ -12,7 +12,7 @@ from suber_data.cli.main import app
 from suber_data.cli.progress import BuildProgress
 from suber_data.pipelines.descriptions import assets as description_assets
 from suber_data.pipelines.embeddings import user_embeddings
-from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource
+from suber_data.pipelines.resources import EmbedderResource, LLMResource, RayResource, StorageResource
 from suber_data.progress import ProgressReport, ProgressUpdate
 from tests.descriptions.helpers import write_users
 
@@ -65,6 +65,7 @@ def test_dagster_run_log_holds_progress_events(tmp_path, monkeypatch):
             "storage": storage,
             "llm": LLMResource(backend="template", batch_size=3),
             "embedder": EmbedderResource(model="minilm", device="cpu"),
+            "ray": RayResource(),
         },
         instance=instance,
     )
