@@ -217,6 +217,7 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=12)
     parser.add_argument("--quick", action="store_true", help="1024 texts, 4 users")
     parser.add_argument("--skip-llm", action="store_true", help="no SmolLM2 part")
+    parser.add_argument("--parts", default="overhead,embeddings,descriptions", help="comma-separated parts to run")
     args = parser.parse_args()
     if args.quick:
         args.texts, args.users = 1024, 4
@@ -226,9 +227,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     try:
         with Cluster(temp) as cluster:
-            overhead(cluster, work)
-            embeddings(cluster, work, args.texts)
-            if not args.skip_llm:
+            parts = set(args.parts.split(","))
+            if "overhead" in parts:
+                overhead(cluster, work)
+            if "embeddings" in parts:
+                embeddings(cluster, work, args.texts)
+            if "descriptions" in parts and not args.skip_llm:
                 descriptions(cluster, work, args.users)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
