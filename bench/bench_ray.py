@@ -73,6 +73,7 @@ class Cluster:
         self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
     def __enter__(self) -> Cluster:
+        os.environ["RAY_AUTH_MODE"] = "disabled"  # loopback; see tests/test_ray.py
         self._start(["--head", "--port", str(self.port), "--include-dashboard=false", "--ray-client-server-port",
                      str(free_port())])  # fmt: skip
         deadline = time.time() + 90
