@@ -73,6 +73,7 @@ class Cluster:
         self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
     def __enter__(self) -> Cluster:
+        os.environ["RAY_AUTH_MODE"] = "disabled"  # loopback; see tests/test_ray.py
         self._start(["--head", "--port", str(self.port), "--include-dashboard=false", "--ray-client-server-port",
                      str(free_port())])  # fmt: skip
         deadline = time.time() + 90
@@ -217,6 +218,7 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=12)
     parser.add_argument("--quick", action="store_true", help="1024 texts, 4 users")
     parser.add_argument("--skip-llm", action="store_true", help="no SmolLM2 part")
+    parser.add_argument("--parts", default="overhead,embeddings,descriptions", help="comma-separated parts to run")
     args = parser.parse_args()
     if args.quick:
         args.texts, args.users = 1024, 4
@@ -226,9 +228,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     try:
         with Cluster(temp) as cluster:
-            overhead(cluster, work)
-            embeddings(cluster, work, args.texts)
-            if not args.skip_llm:
+            parts = set(args.parts.split(","))
+            if "overhead" in parts:
+                overhead(cluster, work)
+            if "embeddings" in parts:
+                embeddings(cluster, work, args.texts)
+            if "descriptions" in parts and not args.skip_llm:
                 descriptions(cluster, work, args.users)
     finally:
         shutil.rmtree(temp, ignore_errors=True)

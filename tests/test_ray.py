@@ -98,6 +98,10 @@ def cluster():
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
     port = free_port()
     c = Cluster(f"127.0.0.1:{port}", temp)
+    # Ray 2.60 turns token authentication on for `ray start` when ~/.ray/auth_token exists (a local
+    # `ray.init()` writes one) but not for a driver that connects: say it for both, loopback needs none.
+    auth_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     try:
         head = _start(
             c,
@@ -124,6 +128,10 @@ def cluster():
         import shutil
 
         shutil.rmtree(temp, ignore_errors=True)
+        if auth_mode is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = auth_mode
 
 
 def table(path: Path, drop: tuple[str, ...] = ("seconds",)):
