@@ -25,7 +25,7 @@ from suber_data.artifacts.manifest import fingerprint
 from suber_data.artifacts.schemas import embedding_schema
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 from suber_data.embeddings.cache import VectorCache, text_hashes, vectors_to_arrow
-from suber_data.embeddings.models import Embedder
+from suber_data.embeddings.models import Embedder, length_order
 from suber_data.embeddings.recipes import item_texts, user_texts
 from suber_data.errors import InputError
 
@@ -82,16 +82,21 @@ def embed_texts(
     new_vectors = None
     if len(missing):
         batch = pc.take(texts, pa.array(first_row[missing])).to_pylist()
+        # Chunks of the model's own batch order, cut on batch boundaries, run exactly the batches one call on
+        # the whole list would (and a Ray worker's block does): the same bytes, with progress between chunks.
+        order = length_order(batch)
+        ordered = [batch[i] for i in order]
         parts, done = [], 0
-        while done < len(batch):
+        while done < len(ordered):
             if progress:
-                progress(done, len(batch))
+                progress(done, len(ordered))
             size = ENCODE_BATCHES * (embedder.batch_size or 32)  # the model's batch size is known once loaded
-            parts.append(embedder.encode(batch[done : done + size]))
+            parts.append(embedder.encode(ordered[done : done + size]))
             done += len(parts[-1])
         if progress:
-            progress(done, len(batch))
-        new_vectors = np.concatenate(parts)
+            progress(done, len(ordered))
+        new_vectors = np.empty_like(parts[0], shape=(len(batch), parts[0].shape[1]))
+        new_vectors[order] = np.concatenate(parts)
         cache.add(pc.take(distinct, pa.array(missing)), new_vectors, info=embedder.describe())
     if cached is not None:
         dim = cached.shape[1]
