@@ -197,16 +197,21 @@ def _run(verbose: bool, as_json: bool, options) -> None:
         check_options(options)  # before any step runs: nothing is downloaded or written on a bad value
         report = run_build(options, console=console, out=out, as_json=as_json)
     except SuberDataError as exc:
-        if verbose:
-            if isinstance(exc, StepFailed) and exc.details:
-                console.print(exc.details, markup=False, highlight=False, soft_wrap=True)
-            else:
-                console.print_exception()
-        if as_json:
-            _print_json({"ok": False, "error": str(exc)})
-        fail(str(exc))
+        _command_failed(exc, verbose, as_json, exc.details if isinstance(exc, StepFailed) else None)
     if as_json:
         _print_json(report)
+
+
+def _command_failed(exc: SuberDataError, verbose: bool, as_json: bool, details: str | None = None) -> None:
+    """One error line (and ``{"ok": false}`` with ``--json``); ``--verbose`` adds the details or the traceback."""
+    if verbose:
+        if details:
+            console.print(details, markup=False, highlight=False, soft_wrap=True)
+        else:
+            console.print_exception()
+    if as_json:
+        _print_json({"ok": False, "error": str(exc)})
+    fail(str(exc))
 
 
 def _print_json(value) -> None:
@@ -328,11 +333,7 @@ def publish(
             path, repo_id, private=private, revision=revision, create_pr=create_pr, message=message, dry_run=dry_run
         )
     except SuberDataError as exc:
-        if verbose:
-            console.print_exception()
-        if as_json:
-            _print_json({"ok": False, "error": str(exc)})
-        fail(str(exc))
+        _command_failed(exc, verbose, as_json)
     if as_json:
         _print_json(report)
         return
