@@ -13,6 +13,7 @@ from rich.padding import Padding
 from rich.table import Table
 
 from suber_data import __version__, settings
+from suber_data.cli.build import AsJson, Verbose, build_app, rebuild
 from suber_data.errors import SuberDataError
 
 app = typer.Typer(
@@ -21,22 +22,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-build_app = typer.Typer(help="Build a dataset.", no_args_is_help=True)
-app.add_typer(build_app, name="build")
 console = Console(stderr=True)
 out = Console()
-
-
-class Only(StrEnum):
-    items = "items"
-    users = "users"
-    descriptions = "descriptions"
-    embeddings = "embeddings"
-
-
-class Profile(StrEnum):
-    census = "census"
-    suber = "suber"
+app.add_typer(build_app, name="build")
+app.command("rebuild")(rebuild)
 
 
 def fail(message: str) -> None:
@@ -51,158 +40,7 @@ def _root(version: Annotated[bool, typer.Option("--version", help="Print the ver
         raise typer.Exit()
 
 
-# Options both `build` commands take, declared once.
-DataDir = Annotated[Path | None, typer.Option(help="Root of built datasets (env SUBER_DATA_DIR, default ./data).")]
-OnlyStep = Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")]
-Users = Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")]
-Seed = Annotated[int | None, typer.Option(help="Seed of every sampled and generated artifact (resource defaults).")]
-SuberLists = Annotated[Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")]
-Llm = Annotated[
-    str | None,
-    typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
-]
-Model = Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")]
-LlmBaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="On an error, print its whole traceback too.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (tables and progress: none).")]
-RayAddress = Annotated[
-    str | None,
-    typer.Option("--ray", help="Run descriptions and embeddings on this Ray cluster: auto, HOST:PORT or local."),
-]
-EmbeddingModel = Annotated[
-    str | None,
-    typer.Option(help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."),
-]
-
-
-@build_app.command("movies")
-def build_movies(
-    release: Annotated[str, typer.Option(help="MovieLens release (see `suber-data sources`); 'sample' is offline.")] = (
-        "ml-latest-small"
-    ),
-    data_dir: DataDir = None,
-    no_tmdb: Annotated[bool, typer.Option("--no-tmdb", help="Skip TMDB: a MovieLens-only item table.")] = False,
-    tmdb_rate: Annotated[float | None, typer.Option(help="TMDB requests per second (resource default: 40).")] = None,
-    only: OnlyStep = None,
-    users: Users = 0,
-    seed: Seed = None,
-    profile: Annotated[
-        Profile | None, typer.Option(help="census (the resource default) or suber (SUBER-exact sampling).")
-    ] = None,
-    suber_lists: SuberLists = None,
-    llm: Llm = None,
-    model: Model = None,
-    llm_base_url: LlmBaseUrl = None,
-    embedding_model: EmbeddingModel = None,
-    ray: RayAddress = None,
-    verbose: Verbose = False,
-    as_json: AsJson = False,
-) -> None:
-    """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
-    _build(
-        "movies",
-        release,
-        data_dir,
-        only,
-        profile,
-        suber_lists,
-        tmdb=not no_tmdb,
-        tmdb_rate=tmdb_rate,
-        users=users,
-        seed=seed,
-        llm=llm,
-        model=model,
-        llm_base_url=llm_base_url,
-        embedding_model=embedding_model,
-        ray=ray,
-        verbose=verbose,
-        as_json=as_json,
-    )
-
-
-@build_app.command("books")
-def build_books(
-    release: Annotated[
-        str,
-        typer.Option(
-            help="Books release (see `suber-data sources`): kaggle-amazon-books (Kaggle credentials or a mirror), "
-            "amazon2023-books (Amazon Reviews 2023 meta_Books + Books); 'books-sample' is offline."
-        ),
-    ] = "kaggle-amazon-books",
-    data_dir: DataDir = None,
-    only: OnlyStep = None,
-    users: Users = 0,
-    seed: Seed = None,
-    profile: Annotated[
-        Profile | None,
-        typer.Option(
-            help="census (the default: the project's book filter, census users) or suber (SUBER's book filter "
-            "and sampler exactly)."
-        ),
-    ] = None,
-    suber_lists: SuberLists = None,
-    llm: Llm = None,
-    model: Model = None,
-    llm_base_url: LlmBaseUrl = None,
-    embedding_model: EmbeddingModel = None,
-    ray: RayAddress = None,
-    verbose: Verbose = False,
-    as_json: AsJson = False,
-) -> None:
-    """Build a book dataset: Amazon Books (Kaggle) items and ratings, optional users, descriptions, embeddings."""
-    _build(
-        "books",
-        release,
-        data_dir,
-        only,
-        profile,
-        suber_lists,
-        tmdb=False,
-        users=users,
-        seed=seed,
-        llm=llm,
-        model=model,
-        llm_base_url=llm_base_url,
-        embedding_model=embedding_model,
-        ray=ray,
-        verbose=verbose,
-        as_json=as_json,
-    )
-
-
-def _build(domain, release, data_dir, only, profile, suber_lists, *, verbose, as_json, **options) -> None:
-    from suber_data.cli.run import BuildOptions
-
-    _run(
-        verbose,
-        as_json,
-        BuildOptions(
-            domain=domain,
-            release=release,
-            data_dir=str(settings.data_dir(data_dir)),
-            only=only.value if only else None,
-            profile=profile.value if profile else None,
-            suber_lists=str(suber_lists) if suber_lists else None,
-            **options,
-        ),
-    )
-
-
-def _run(verbose: bool, as_json: bool, options) -> None:
-    """Check every option, then build; an error is one line (``--verbose``: with its traceback)."""
-    from suber_data.cli.run import StepFailed, run_build
-    from suber_data.cli.validate import check_options
-
-    try:
-        check_options(options)  # before any step runs: nothing is downloaded or written on a bad value
-        report = run_build(options, console=console, out=out, as_json=as_json)
-    except SuberDataError as exc:
-        _command_failed(exc, verbose, as_json, exc.details if isinstance(exc, StepFailed) else None)
-    if as_json:
-        _print_json(report)
-
-
-def _command_failed(exc: SuberDataError, verbose: bool, as_json: bool, details: str | None = None) -> None:
+def command_failed(exc: SuberDataError, verbose: bool, as_json: bool, details: str | None = None) -> None:
     """One error line (and ``{"ok": false}`` with ``--json``); ``--verbose`` adds the details or the traceback."""
     if verbose:
         if details:
@@ -210,11 +48,11 @@ def _command_failed(exc: SuberDataError, verbose: bool, as_json: bool, details: 
         else:
             console.print_exception()
     if as_json:
-        _print_json({"ok": False, "error": str(exc)})
+        print_json({"ok": False, "error": str(exc)})
     fail(str(exc))
 
 
-def _print_json(value) -> None:
+def print_json(value) -> None:
     # plain print: Rich would wrap long strings at the terminal's width, which breaks the JSON
     typer.echo(json.dumps(value, indent=2, default=str))
 
@@ -242,7 +80,7 @@ def sources(as_json: AsJson = False) -> None:
             }
         )
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
     title = f"Known releases (cache: {escape(str(settings.cache_dir()))})"
     longest = max((len(row["name"]) for row in rows), default=4)
@@ -281,7 +119,7 @@ def info(
     if not manifest:
         fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies` or `build books`")
     if as_json:
-        _print_json({"path": str(path), **manifest})
+        print_json({"path": str(path), **manifest})
         return
     out.print(
         f"[bold]{path}[/]  {manifest.get('domain', '?')}/{manifest.get('release', '?')}  "
@@ -333,9 +171,9 @@ def publish(
             path, repo_id, private=private, revision=revision, create_pr=create_pr, message=message, dry_run=dry_run
         )
     except SuberDataError as exc:
-        _command_failed(exc, verbose, as_json)
+        command_failed(exc, verbose, as_json)
     if as_json:
-        _print_json(report)
+        print_json(report)
         return
     size = f"{len(report['files'])} files, {report['bytes']:,} bytes"
     if dry_run:
@@ -393,7 +231,7 @@ def export_cmd(
     except SuberDataError as exc:
         fail(str(exc))
     if as_json:
-        _print_json({"ok": True, "format": fmt.value, "out": str(out_dir), "files": written})
+        print_json({"ok": True, "format": fmt.value, "out": str(out_dir), "files": written})
         return
     for name, rows in written.items():
         out.print(f"{escape(str(out_dir / name))}: {rows:,} rows", soft_wrap=True)

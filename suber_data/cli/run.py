@@ -2,7 +2,7 @@
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dagster as dg
 from rich.console import Console
@@ -52,6 +52,10 @@ class BuildOptions:
     llm_base_url: str | None = None
     embedding_model: str | None = None
     ray: str | None = None  # a Ray cluster's address: descriptions and embeddings run there
+    # Where a value came from when not typed (field -> "build.toml"), so an error names the file to fix.
+    origin: dict[str, str] = field(default_factory=dict)
+    # Resource fields an earlier build recorded (`rebuild`): laid under the options, over the defaults.
+    recorded: dict[str, dict] = field(default_factory=dict)
 
 
 def _set(**options) -> dict:
@@ -59,7 +63,8 @@ def _set(**options) -> dict:
 
 
 def resources_for(o: BuildOptions) -> dict:
-    """The UI's resources (pipelines.resources) with only the options the user set put over their defaults.
+    """The UI's resources (pipelines.resources) with only the options the user set put over their defaults
+    (and, for ``rebuild``, over the settings the manifest recorded).
 
     The storage goes under the domain's own key (``storage``, ``books_storage``); for books ``--profile suber``
     also selects SUBER's book filter."""
@@ -67,15 +72,19 @@ def resources_for(o: BuildOptions) -> dict:
     users = _set(count=o.users or None, seed=o.seed, profile=o.profile, suber_lists=o.suber_lists)
     llm = _set(backend=o.llm, model=o.model, base_url=o.llm_base_url, seed=o.seed)
     books = _set(profile="suber" if o.profile == "suber" else None)
+
+    def made(name: str, resource, options: dict):
+        return resource(**{**o.recorded.get(name, {}), **options})
+
     return {
         definitions.DOMAINS[o.domain].keys.storage: StorageResource(
             data_dir=o.data_dir, domain=o.domain, release=o.release
         ),
-        "tmdb": TMDBResource(enabled=o.tmdb, **tmdb),
-        "users": UsersResource(**users),
-        "llm": LLMResource(**llm),
-        "embedder": EmbedderResource(**_set(model=o.embedding_model)),
-        "books": BooksResource(**books),
+        "tmdb": made("tmdb", TMDBResource, {"enabled": o.tmdb, **tmdb}),
+        "users": made("users", UsersResource, users),
+        "llm": made("llm", LLMResource, llm),
+        "embedder": made("embedder", EmbedderResource, _set(model=o.embedding_model)),
+        "books": made("books", BooksResource, books),
         "ray": RayResource(**_set(address=o.ray)),
     }
 

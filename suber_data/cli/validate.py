@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 from pathlib import Path
 
 from suber_data import settings
@@ -31,56 +32,71 @@ def releases(domain: str) -> list[str]:
     return sorted(names | COMPOSITE_RELEASES.get(domain, set()))
 
 
+def shown(o, field: str, value) -> str:
+    """A setting as the user wrote it: ``--users -3`` on the command line, ``build.toml: users = -3`` when it
+    came from a file (``o.origin``: field -> file), so every error names the place to fix."""
+    where = getattr(o, "origin", {}).get(field)
+    if where:
+        return f"{where}: {field} = {json.dumps(value, default=str)}"  # a TOML scalar reads the same as JSON
+    return f"--{field.replace('_', '-')} {value}"
+
+
 def check_options(o) -> None:
-    """Raise a one-line SuberDataError naming the first bad option of ``o`` (a BuildOptions) and its fix."""
+    """Raise a one-line SuberDataError naming the first bad setting of ``o`` (a BuildOptions) and its fix."""
     known = releases(o.domain)
     if o.release not in known:
         raise SuberDataError(
-            f"--release {o.release!r} is not a {o.domain} release; choose one of: {', '.join(known)} "
+            f"{shown(o, 'release', o.release)}: not a {o.domain} release; choose one of: {', '.join(known)} "
             "(`suber-data sources` lists them)"
         )
     if o.users is not None and o.users < 0:
-        raise SuberDataError(f"--users must be 0 or more (0: no synthetic users), got {o.users}")
+        raise SuberDataError(f"{shown(o, 'users', o.users)}: must be 0 or more (0: no synthetic users)")
     if o.seed is not None and o.seed < 0:
-        raise SuberDataError(f"--seed must be 0 or more, got {o.seed}")
+        raise SuberDataError(f"{shown(o, 'seed', o.seed)}: must be 0 or more")
     if o.tmdb_rate is not None and o.tmdb_rate <= 0:
-        raise SuberDataError(f"--tmdb-rate must be a positive number of requests per second, got {o.tmdb_rate}")
+        raise SuberDataError(f"{shown(o, 'tmdb_rate', o.tmdb_rate)}: must be a positive number of requests per second")
     if o.profile == "suber" and o.release in COMPOSITE_RELEASES.get(o.domain, set()):
         raise SuberDataError(
-            f"--profile suber is defined on the Kaggle files, not on {o.release!r}; "
-            "drop --profile or use --release kaggle-amazon-books"
+            f"{shown(o, 'profile', o.profile)}: defined on the Kaggle files, not on {o.release!r}; "
+            "drop the profile or use the release kaggle-amazon-books"
         )
     if o.suber_lists and not Path(o.suber_lists).is_dir():
-        raise SuberDataError(f"--suber-lists {o.suber_lists}: no such folder; pass the folder holding SUBER's CSVs")
+        raise SuberDataError(
+            f"{shown(o, 'suber_lists', o.suber_lists)}: no such folder; pass the folder holding SUBER's CSVs"
+        )
     if o.ray is not None and importlib.util.find_spec("ray") is None:
-        raise SuberDataError(f"--ray {o.ray}: Ray is not installed; pip install 'suber-data[ray]' (docs/scale-out.md)")
+        raise SuberDataError(
+            f"{shown(o, 'ray', o.ray)}: Ray is not installed; pip install 'suber-data[ray]' (docs/scale-out.md)"
+        )
     # The default backend and model are checked too when the build will use them (--only names their step).
     if o.llm is not None or o.model is not None or o.only == "descriptions":
-        _check_llm(o.llm or LLMResource().backend, o.model)
+        _check_llm(o, o.llm or LLMResource().backend)
     if o.embedding_model is not None or o.only == "embeddings":
-        _check_embedding_model(o.embedding_model or EmbedderResource().model)
+        _check_embedding_model(o, o.embedding_model or EmbedderResource().model)
 
 
-def _check_llm(backend: str, model: str | None) -> None:
+def _check_llm(o, backend: str) -> None:
     from suber_data.descriptions.backends import BACKENDS, describe
 
     if backend not in BACKENDS:
-        raise SuberDataError(f"--llm {backend!r} is not a backend; choose one of: {', '.join(BACKENDS)}")
+        raise SuberDataError(f"{shown(o, 'llm', backend)}: not a backend; choose one of: {', '.join(BACKENDS)}")
     try:
-        describe(backend, model)  # checks the backend's needs (a package, a --model) without loading a model
+        describe(backend, o.model)  # checks the backend's needs (a package, a --model) without loading a model
     except SuberDataError as exc:
-        raise SuberDataError(f"--llm {backend}: {exc}") from exc
+        raise SuberDataError(f"{shown(o, 'llm', backend)}: {exc}") from exc
 
 
-def _check_embedding_model(name: str) -> None:
+def _check_embedding_model(o, name: str) -> None:
     """The alias's package and a local folder are checked now; a hub id only when offline (cache lookup)."""
     from suber_data.embeddings import models
 
     if name.startswith(("/", ".", "~")) and not Path(name).expanduser().exists():
-        raise SuberDataError(f"--embedding-model {name}: no such folder; pass a model folder, a model id or 'minilm'")
+        raise SuberDataError(
+            f"{shown(o, 'embedding_model', name)}: no such folder; pass a model folder, a model id or 'minilm'"
+        )
     try:
         model_id, folder = models.resolve_model(name)
         if folder is None and settings.offline():
             models._hub_snapshot(model_id)
     except SuberDataError as exc:
-        raise SuberDataError(f"--embedding-model {name}: {exc}") from exc
+        raise SuberDataError(f"{shown(o, 'embedding_model', name)}: {exc}") from exc

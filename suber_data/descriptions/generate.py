@@ -414,6 +414,8 @@ def generate_descriptions(
             "block_size": block_size,
             "max_attempts": max_attempts,
             "base_url": _public_url(base_url or getattr(opened, "base_url", None)),
+            # the server's output mode shapes its answers; recorded so `suber-data rebuild` asks for the same
+            **({"response_format": response_format} if info.backend == "openai" else {}),
             "min_words": bounds.min_words,
             "max_chars": bounds.max_chars,
             "dedup_threshold": dedup_threshold,

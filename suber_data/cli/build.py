@@ -1,0 +1,222 @@
+"""``suber-data build movies|books`` (options, a TOML file with ``--config``, or both) and ``suber-data rebuild``."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from suber_data import settings
+from suber_data.errors import SuberDataError
+
+build_app = typer.Typer(help="Build a dataset.", no_args_is_help=True)
+
+
+class Only(StrEnum):
+    items = "items"
+    users = "users"
+    descriptions = "descriptions"
+    embeddings = "embeddings"
+
+
+class Profile(StrEnum):
+    census = "census"
+    suber = "suber"
+
+
+# Options both `build` commands take, declared once.
+Config = Annotated[
+    Path | None,
+    typer.Option(help="A TOML file of these settings (see examples/build.toml); options typed here win over it."),
+]
+DataDir = Annotated[Path | None, typer.Option(help="Root of built datasets (env SUBER_DATA_DIR, default ./data).")]
+OnlyStep = Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")]
+Users = Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")]
+Seed = Annotated[int | None, typer.Option(help="Seed of every sampled and generated artifact (resource defaults).")]
+SuberLists = Annotated[Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")]
+Llm = Annotated[
+    str | None,
+    typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
+]
+Model = Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")]
+LlmBaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="On an error, print its whole traceback too.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (tables and progress: none).")]
+RayAddress = Annotated[
+    str | None,
+    typer.Option("--ray", help="Run descriptions and embeddings on this Ray cluster: auto, HOST:PORT or local."),
+]
+EmbeddingModel = Annotated[
+    str | None,
+    typer.Option(help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."),
+]
+
+
+def _cli():
+    """The command's consoles and error helpers, looked up when used (tests swap ``main.console``)."""
+    from suber_data.cli import main
+
+    return main
+
+
+@build_app.command("movies")
+def build_movies(
+    ctx: typer.Context,
+    config: Config = None,
+    release: Annotated[str, typer.Option(help="MovieLens release (see `suber-data sources`); 'sample' is offline.")] = (
+        "ml-latest-small"
+    ),
+    data_dir: DataDir = None,
+    no_tmdb: Annotated[bool, typer.Option("--no-tmdb", help="Skip TMDB: a MovieLens-only item table.")] = False,
+    tmdb_rate: Annotated[float | None, typer.Option(help="TMDB requests per second (resource default: 40).")] = None,
+    only: OnlyStep = None,
+    users: Users = 0,
+    seed: Seed = None,
+    profile: Annotated[
+        Profile | None, typer.Option(help="census (the resource default) or suber (SUBER-exact sampling).")
+    ] = None,
+    suber_lists: SuberLists = None,
+    llm: Llm = None,
+    model: Model = None,
+    llm_base_url: LlmBaseUrl = None,
+    embedding_model: EmbeddingModel = None,
+    ray: RayAddress = None,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
+) -> None:
+    """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
+    values = {k: v for k, v in locals().items() if k not in ("ctx", "config", "verbose", "as_json")}
+    _build(ctx, "movies", config, values, verbose=verbose, as_json=as_json)
+
+
+@build_app.command("books")
+def build_books(
+    ctx: typer.Context,
+    config: Config = None,
+    release: Annotated[
+        str,
+        typer.Option(
+            help="Books release (see `suber-data sources`): kaggle-amazon-books (Kaggle credentials or a mirror), "
+            "amazon2023-books (Amazon Reviews 2023 meta_Books + Books); 'books-sample' is offline."
+        ),
+    ] = "kaggle-amazon-books",
+    data_dir: DataDir = None,
+    only: OnlyStep = None,
+    users: Users = 0,
+    seed: Seed = None,
+    profile: Annotated[
+        Profile | None,
+        typer.Option(
+            help="census (the default: the project's book filter, census users) or suber (SUBER's book filter "
+            "and sampler exactly)."
+        ),
+    ] = None,
+    suber_lists: SuberLists = None,
+    llm: Llm = None,
+    model: Model = None,
+    llm_base_url: LlmBaseUrl = None,
+    embedding_model: EmbeddingModel = None,
+    ray: RayAddress = None,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
+) -> None:
+    """Build a book dataset: Amazon Books (Kaggle) items and ratings, optional users, descriptions, embeddings."""
+    values = {k: v for k, v in locals().items() if k not in ("ctx", "config", "verbose", "as_json")}
+    _build(ctx, "books", config, {**values, "no_tmdb": True}, verbose=verbose, as_json=as_json)
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    """Whether the user typed this option. By the source's name: typer 0.2x carries its own copy of click,
+    whose ParameterSource is not click's."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _build(ctx: typer.Context, domain: str, config: Path | None, values: dict, *, verbose: bool, as_json: bool):
+    from suber_data.cli.config import load_build_file
+    from suber_data.cli.run import BuildOptions
+
+    origin: dict[str, str] = {}
+    if config is not None:
+        try:
+            found = load_build_file(config, domain)
+        except SuberDataError as exc:
+            _cli().command_failed(exc, verbose, as_json)
+        for key, value in found.items():  # the file fills what the command line left at its default
+            param = "no_tmdb" if key == "tmdb" else key
+            if not _typed(ctx, param):
+                values[param] = (not value) if key == "tmdb" else value
+                origin[key] = str(config)
+    data_dir, only, profile, suber_lists = (values.pop(k) for k in ("data_dir", "only", "profile", "suber_lists"))
+    options = BuildOptions(
+        domain=domain,
+        data_dir=str(settings.data_dir(data_dir)),
+        tmdb=not values.pop("no_tmdb"),
+        only=str(only) if only else None,  # an Only member or the file's string
+        profile=str(profile) if profile else None,
+        suber_lists=str(suber_lists) if suber_lists else None,
+        origin=origin,
+        **values,
+    )
+    run_checked(options, verbose, as_json)
+
+
+def run_checked(options, verbose: bool, as_json: bool, after=None) -> dict:
+    """Check every setting, then build; an error is one line (``--verbose``: with its traceback)."""
+    from suber_data.cli.run import StepFailed, run_build
+    from suber_data.cli.validate import check_options
+
+    cli = _cli()
+    try:
+        check_options(options)  # before any step runs: nothing is downloaded or written on a bad value
+        report = run_build(options, console=cli.console, out=cli.out, as_json=as_json)
+    except SuberDataError as exc:
+        cli.command_failed(exc, verbose, as_json, exc.details if isinstance(exc, StepFailed) else None)
+    if after is not None:
+        report = after(report)
+    if as_json:
+        cli.print_json(report)
+    return report
+
+
+def rebuild(
+    path: Annotated[Path, typer.Argument(help="A dataset folder with its manifest.json, e.g. data/movies/sample.")],
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Build into D/<domain>/<release> instead of in place (the folder must then sit there)."),
+    ] = None,
+    ray: RayAddress = None,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
+) -> None:
+    """Build a dataset again from the settings its manifest.json recorded, in place or under another --data-dir.
+
+    In place, a dataset whose sources and settings are unchanged is "up to date" at every step. Afterwards the
+    command says which steps ran with the recorded inputs and which tables came out byte-identical."""
+    from suber_data.cli.rebuild import compare, options_from_manifest
+
+    cli = _cli()
+    try:
+        options, before = options_from_manifest(path, str(data_dir) if data_dir else None, ray)
+    except SuberDataError as exc:
+        cli.command_failed(exc, verbose, as_json)
+
+    def compared(report: dict) -> dict:
+        report["rebuilt_from"] = str(path)
+        report["compared"] = compare(before, report["dataset_dir"])
+        return report
+
+    report = run_checked(options, verbose, as_json, after=compared)
+    if not as_json:
+        seen = report["compared"]
+        for label, names in (
+            ("steps with the recorded inputs (same fingerprint)", seen["steps_as_recorded"]),
+            ("steps with other inputs", seen["steps_changed"]),
+            ("tables byte-identical to the recorded ones", seen["tables_identical"]),
+            ("tables that differ (see docs/running.md)", seen["tables_changed"]),
+        ):
+            if names:
+                cli.out.print(f"{label}: {escape(', '.join(names))}", soft_wrap=True)

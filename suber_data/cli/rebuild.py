@@ -1,0 +1,104 @@
+"""``suber-data rebuild DIR``: build a dataset again from the settings its ``manifest.json`` recorded.
+
+Every step records the settings its output depends on (suber_data/artifacts/steps.py), so the manifest alone
+says how to build the folder again: the domain and release, which steps ran, and each step's settings, mapped
+back onto the resources the build reads. Where a step ran (``--ray``, devices, batch sizes) is not a property
+of the dataset and is not restored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from suber_data.artifacts import read_manifest
+from suber_data.artifacts.manifest import MANIFEST
+from suber_data.cli.run import BuildOptions
+from suber_data.errors import SuberDataError
+from suber_data.pipelines.resources import LLMResource, UsersResource
+
+# --only a build had, from the deepest step the manifest holds (a build that wrote ratings had none).
+ONLY_BY_STEP = [("item_embeddings", "embeddings"), ("user_descriptions", "descriptions"), ("users", "users")]
+
+
+def options_from_manifest(
+    folder: str | Path, data_dir: str | None = None, ray: str | None = None
+) -> tuple[BuildOptions, dict]:
+    """The build that made ``folder``, writing into ``data_dir/<domain>/<release>`` (default: ``folder`` itself),
+    and the manifest it was read from."""
+    folder = Path(folder)
+    where = str(folder / MANIFEST)
+    manifest = read_manifest(folder)
+    if not manifest:
+        raise SuberDataError(f"{folder}: no {MANIFEST} here; pass a dataset folder that `suber-data build` wrote")
+    domain, release, steps = manifest.get("domain"), manifest.get("release"), manifest.get("steps") or {}
+    if domain not in ("movies", "books") or not release or "items" not in steps:
+        raise SuberDataError(
+            f"{where}: no domain, release or items step recorded; this folder cannot be rebuilt from its manifest, "
+            "build it with `suber-data build movies|books`"
+        )
+    if data_dir is None:  # in place: the folder must sit where a build writes it, <data-dir>/<domain>/<release>
+        resolved = folder.resolve()
+        if resolved.name != release or resolved.parent.name != domain:
+            raise SuberDataError(
+                f"{folder}: a {domain}/{release} dataset lives in <data-dir>/{domain}/{release} and this folder "
+                f"does not; pass --data-dir D to rebuild it into D/{domain}/{release}"
+            )
+        data_dir = str(resolved.parent.parent)
+
+    def settings(step: str) -> dict:
+        return (steps.get(step) or {}).get("settings") or {}
+
+    recorded: dict[str, dict] = {}
+    options = BuildOptions(domain=domain, release=release, data_dir=data_dir, ray=ray)
+    items = settings("items")
+    if domain == "movies":
+        options.tmdb = bool(items.get("tmdb", True))
+        if "tmdb_language" in items:
+            recorded["tmdb"] = {"language": items["tmdb_language"]}
+    elif "profile" in items:
+        recorded["books"] = {"profile": items["profile"]}
+    if "users" in steps:
+        users = {k: v for k, v in settings("users").items() if k in UsersResource.model_fields}
+        options.users, options.suber_lists = users.pop("count"), users.pop("suber_lists", None)
+        recorded["users"] = users
+    if "user_descriptions" in steps:
+        llm = {k: v for k, v in settings("user_descriptions").items() if k in LLMResource.model_fields}
+        options.llm, model = llm.pop("backend"), llm.pop("model", None)
+        options.model = None if model == _default_model(options.llm) else model
+        recorded["llm"] = llm
+    if "item_embeddings" in steps:
+        options.embedding_model = settings("item_embeddings")["model"]
+        recorded["embedder"] = {"recipe": settings("item_embeddings").get("recipe", "overview")}
+    if "ratings" not in steps:
+        options.only = next((only for step, only in ONLY_BY_STEP if step in steps), "items")
+    options.recorded = recorded
+    # an error in a value read here names the manifest (validate.shown)
+    options.origin = {f: where for f in ("release", "users", "suber_lists", "llm", "model", "embedding_model")}
+    return options, manifest
+
+
+def _default_model(backend: str) -> str | None:
+    """The model a backend picks when given none (``template``, SmolLM2's id): a recorded model equal to it is
+    left unset, as the first build had it."""
+    from suber_data.descriptions.backends import describe
+
+    try:
+        return describe(backend).model
+    except SuberDataError:  # openai has no default; an unknown backend is reported by check_options
+        return None
+
+
+def compare(before: dict, after_dir: str | Path) -> dict:
+    """How the rebuilt folder's manifest compares with the one it was rebuilt from: steps whose fingerprint
+    (a hash of every input and setting) is the recorded one, and tables whose bytes are (by sha256)."""
+    after = read_manifest(after_dir)
+    old_steps, new_steps = before.get("steps", {}), after.get("steps", {})
+    old_tables, new_tables = before.get("tables", {}), after.get("tables", {})
+    same_steps = [s for s in old_steps if new_steps.get(s, {}).get("fingerprint") == old_steps[s].get("fingerprint")]
+    same_tables = [t for t in old_tables if new_tables.get(t, {}).get("sha256") == old_tables[t].get("sha256")]
+    return {
+        "steps_as_recorded": same_steps,
+        "steps_changed": [s for s in old_steps if s not in same_steps],
+        "tables_identical": same_tables,
+        "tables_changed": [t for t in old_tables if t not in same_tables],
+    }
