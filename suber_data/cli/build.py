@@ -206,7 +206,7 @@ def rebuild(
 
     def compared(report: dict) -> dict:
         report["rebuilt_from"] = str(path)
-        report["compared"] = compare(before, report["dataset_dir"])
+        report["compared"] = compare(before, path, report["dataset_dir"])
         return report
 
     report = run_checked(options, verbose, as_json, after=compared)
@@ -216,7 +216,8 @@ def rebuild(
             ("steps with the recorded inputs (same fingerprint)", seen["steps_as_recorded"]),
             ("steps with other inputs", seen["steps_changed"]),
             ("tables byte-identical to the recorded ones", seen["tables_identical"]),
-            ("tables that differ (see docs/running.md)", seen["tables_changed"]),
+            ("tables equal to the recorded ones but for measured times (seconds)", seen["tables_equal_but_timings"]),
+            ("tables that differ", seen["tables_changed"]),
         ):
             if names:
                 cli.out.print(f"{label}: {escape(', '.join(names))}", soft_wrap=True)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suber_data.artifacts import read_manifest
+import pyarrow.parquet as pq
+
+from suber_data.artifacts import read_manifest, sha256_file
 from suber_data.artifacts.manifest import MANIFEST
 from suber_data.cli.run import BuildOptions
 from suber_data.errors import SuberDataError
@@ -88,17 +90,32 @@ def _default_model(backend: str) -> str | None:
         return None
 
 
-def compare(before: dict, after_dir: str | Path) -> dict:
-    """How the rebuilt folder's manifest compares with the one it was rebuilt from: steps whose fingerprint
-    (a hash of every input and setting) is the recorded one, and tables whose bytes are (by sha256)."""
-    after = read_manifest(after_dir)
+def compare(before: dict, source: str | Path, target: str | Path) -> dict:
+    """How the rebuilt ``target`` compares with the manifest ``before`` of ``source``: steps whose fingerprint
+    (a hash of every input and setting) is the recorded one; tables whose bytes are (by sha256), or whose rows
+    are equal but for a measured time (the descriptions' ``seconds``)."""
+    after = read_manifest(target)
     old_steps, new_steps = before.get("steps", {}), after.get("steps", {})
-    old_tables, new_tables = before.get("tables", {}), after.get("tables", {})
     same_steps = [s for s in old_steps if new_steps.get(s, {}).get("fingerprint") == old_steps[s].get("fingerprint")]
-    same_tables = [t for t in old_tables if new_tables.get(t, {}).get("sha256") == old_tables[t].get("sha256")]
-    return {
-        "steps_as_recorded": same_steps,
-        "steps_changed": [s for s in old_steps if s not in same_steps],
-        "tables_identical": same_tables,
-        "tables_changed": [t for t in old_tables if t not in same_tables],
-    }
+    tables: dict[str, list[str]] = {"tables_identical": [], "tables_equal_but_timings": [], "tables_changed": []}
+    for name, entry in before.get("tables", {}).items():
+        if after.get("tables", {}).get(name, {}).get("sha256") == entry.get("sha256"):
+            tables["tables_identical"].append(name)
+        elif _equal_but(MEASURED.get(name), Path(source) / name, Path(target) / name, entry.get("sha256")):
+            tables["tables_equal_but_timings"].append(name)
+        else:
+            tables["tables_changed"].append(name)
+    return {"steps_as_recorded": same_steps, "steps_changed": [s for s in old_steps if s not in same_steps], **tables}
+
+
+# Columns that measure the run (how long a generation took), not the data: they differ between two runs.
+MEASURED = {"user_descriptions.parquet": ["seconds"]}
+
+
+def _equal_but(columns: list[str] | None, old: Path, new: Path, recorded_sha256: str | None) -> bool:
+    """The two tables hold the same rows once ``columns`` are left out (``old`` still as recorded)."""
+    if not columns or not old.exists() or not new.exists() or sha256_file(old) != recorded_sha256:
+        return False
+    first, second = (pq.read_table(path) for path in (old, new))
+    keep = [c for c in first.column_names if c not in columns]
+    return first.schema == second.schema and first.select(keep).equals(second.select(keep))
