@@ -142,10 +142,21 @@ def test_rebuild_refuses_what_it_cannot_read(env):
     empty.mkdir()
     result = _invoke("rebuild", empty)
     assert result.exit_code == 1 and "no manifest.json here" in result.output
-    _statuses(_invoke("build", "movies", "--release", "sample", "--only", "items", "--json"))
+    _statuses(_invoke("build", "movies", "--release", "sample", "--users", "3", "--only", "users", "--json"))
+    manifest_path = env / "data" / "movies" / "sample" / "manifest.json"
+    real = manifest_path.read_text()
+    manifest = json.loads(real)
+    del manifest["steps"]["users"]["settings"]["count"]  # a manifest that lost what the step needs
+    manifest_path.write_text(json.dumps(manifest))
+    result = _invoke("rebuild", manifest_path.parent)
+    assert result.exit_code == 1
+    assert f"error: {manifest_path}: steps.users.settings has no 'count'" in " ".join(result.output.split())
+    manifest_path.write_text(real)
     moved = env / "moved"
     (env / "data" / "movies" / "sample").rename(moved)
     result = _invoke("rebuild", moved)
     assert result.exit_code == 1 and "pass --data-dir" in result.output, result.output
     assert _invoke("rebuild", moved, "--data-dir", env / "elsewhere").exit_code == 0
-    assert (env / "elsewhere" / "movies" / "sample" / "items.parquet").exists()
+    rebuilt = env / "elsewhere" / "movies" / "sample"
+    assert sha256_file(rebuilt / "users.parquet") == sha256_file(moved / "users.parquet")
+    assert not (rebuilt / "ratings.parquet").exists()  # built as far as the first build went: --only users

@@ -8,6 +8,7 @@ starts empty, as a new user's does."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,12 +26,18 @@ def walkthrough() -> list[tuple[str, str]]:
 
 
 def _copy_repository(dest: Path) -> None:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    ).stdout.split(b"\0")
+    """The files a clone has: git's tracked and new files (a tree without git: all but the ignored folders)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        ).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError):
+        ignored = shutil.ignore_patterns(".git", ".venv*", "data", "__pycache__", ".*_cache", "*.egg-info")
+        shutil.copytree(ROOT, dest, ignore=ignored, symlinks=True)
+        return
     for name in filter(None, (n.decode() for n in listed)):
         source = ROOT / name
         if source.is_file():
@@ -71,7 +78,11 @@ def test_first_steps_run_verbatim_on_a_copy_of_the_repository(tmp_path):
     venv = repo / ".venv"
     venv.mkdir()
     (venv / "bin").symlink_to(Path(sys.executable).parent)
-    (venv / ".installed").touch()  # after the copy: newer than pyproject.toml, so make has nothing to do
+    # make's stamp newer than the copy's pyproject files: `make venv` has nothing to do, and never installs
+    # into the linked interpreter
+    (venv / ".installed").touch()
+    for pyproject in (repo / "pyproject.toml", repo / "env" / "pyproject.toml"):
+        os.utime(pyproject, (0, 0))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SUBER_DATA_", "TMDB_", "VIRTUAL_ENV"))}
     env |= {"SUBER_DATA_CACHE": str(tmp_path / "cache"), "PYTHONPATH": f"{repo}{os.pathsep}{repo / 'env'}"}
     env["COLUMNS"] = "100"

@@ -186,7 +186,9 @@ def rebuild(
     path: Annotated[Path, typer.Argument(help="A dataset folder with its manifest.json, e.g. data/movies/sample.")],
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="Build into D/<domain>/<release> instead of in place (the folder must then sit there)."),
+        typer.Option(
+            help="Build into D/<domain>/<release>. Without it, in place: DIR must be <data-dir>/<domain>/<release>."
+        ),
     ] = None,
     ray: RayAddress = None,
     verbose: Verbose = False,
@@ -194,8 +196,9 @@ def rebuild(
 ) -> None:
     """Build a dataset again from the settings its manifest.json recorded, in place or under another --data-dir.
 
-    In place, a dataset whose sources and settings are unchanged is "up to date" at every step. Afterwards the
-    command says which steps ran with the recorded inputs and which tables came out byte-identical."""
+    In place, with nothing changed, every step is "up to date".
+
+    It ends saying which steps had the recorded inputs and which tables came out byte-identical."""
     from suber_data.cli.rebuild import compare, options_from_manifest
 
     cli = _cli()

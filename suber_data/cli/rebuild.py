@@ -47,8 +47,15 @@ def options_from_manifest(
             )
         data_dir = str(resolved.parent.parent)
 
-    def settings(step: str) -> dict:
-        return (steps.get(step) or {}).get("settings") or {}
+    def settings(step: str, *needed: str) -> dict:
+        found = (steps.get(step) or {}).get("settings") or {}
+        for key in needed:
+            if key not in found:
+                raise SuberDataError(
+                    f"{where}: steps.{step}.settings has no '{key}', so the step cannot be built the same way again; "
+                    "build the folder with `suber-data build`"
+                )
+        return found
 
     recorded: dict[str, dict] = {}
     options = BuildOptions(domain=domain, release=release, data_dir=data_dir, ray=ray)
@@ -60,16 +67,16 @@ def options_from_manifest(
     elif "profile" in items:
         recorded["books"] = {"profile": items["profile"]}
     if "users" in steps:
-        users = {k: v for k, v in settings("users").items() if k in UsersResource.model_fields}
+        users = {k: v for k, v in settings("users", "count").items() if k in UsersResource.model_fields}
         options.users, options.suber_lists = users.pop("count"), users.pop("suber_lists", None)
         recorded["users"] = users
     if "user_descriptions" in steps:
-        llm = {k: v for k, v in settings("user_descriptions").items() if k in LLMResource.model_fields}
+        llm = {k: v for k, v in settings("user_descriptions", "backend").items() if k in LLMResource.model_fields}
         options.llm, model = llm.pop("backend"), llm.pop("model", None)
         options.model = None if model == _default_model(options.llm) else model
         recorded["llm"] = llm
     if "item_embeddings" in steps:
-        options.embedding_model = settings("item_embeddings")["model"]
+        options.embedding_model = settings("item_embeddings", "model")["model"]
         recorded["embedder"] = {"recipe": settings("item_embeddings").get("recipe", "overview")}
     if "ratings" not in steps:
         options.only = next((only for step, only in ONLY_BY_STEP if step in steps), "items")
