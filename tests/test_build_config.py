@@ -160,3 +160,28 @@ def test_rebuild_refuses_what_it_cannot_read(env):
     rebuilt = env / "elsewhere" / "movies" / "sample"
     assert sha256_file(rebuilt / "users.parquet") == sha256_file(moved / "users.parquet")
     assert not (rebuilt / "ratings.parquet").exists()  # built as far as the first build went: --only users
+
+
+def test_a_dagster_build_with_launchpad_settings_rebuilds_up_to_date(env):
+    """Settings no CLI option sets (an age range, a temperature, a token limit), as a Dagster run records them:
+    the rebuild puts each back, so every step's fingerprint matches and nothing runs."""
+    import dagster as dg
+
+    from suber_data.pipelines.definitions import ASSETS, CHECKS, default_resources
+    from suber_data.pipelines.resources import LLMResource, StorageResource, TMDBResource, UsersResource
+
+    selection = dg.AssetSelection.groups("movies", "catalog") | dg.AssetSelection.assets("users", "user_descriptions")
+    resources = {
+        **default_resources(),
+        "storage": StorageResource(data_dir=str(env / "dagster"), release="sample"),
+        "tmdb": TMDBResource(language="en-US"),
+        "users": UsersResource(count=6, seed=3, age_min=18, age_max=70),
+        "llm": LLMResource(backend="template", temperature=0.5, max_tokens=200, seed=9, max_attempts=2),
+    }
+    assert dg.materialize([*ASSETS, *CHECKS], selection=selection, resources=resources).success
+    folder = env / "dagster" / "movies" / "sample"
+    again = _invoke("rebuild", folder, "--json")
+    statuses = _statuses(again)
+    assert {"users", "user_descriptions", "ratings", "catalog"} <= set(statuses)
+    assert set(statuses.values()) == {"up to date"}, statuses
+    assert json.loads(again.stdout)["compared"]["steps_changed"] == []
