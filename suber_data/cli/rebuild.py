@@ -2,8 +2,8 @@
 
 Every step records the settings its output depends on (suber_data/artifacts/steps.py), so the manifest alone
 says how to build the folder again: the domain and release, which steps ran, and each step's settings, mapped
-back onto the resources the build reads. Where a step ran (``--ray``, devices, batch sizes) is not a property
-of the dataset and is not restored.
+back onto the resources the build reads. Where a step ran (``--ray``, devices, embedding batch sizes) is not a
+property of the dataset and is not restored.
 """
 
 from __future__ import annotations
