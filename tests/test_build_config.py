@@ -185,3 +185,35 @@ def test_a_dagster_build_with_launchpad_settings_rebuilds_up_to_date(env):
     assert {"users", "user_descriptions", "ratings", "catalog"} <= set(statuses)
     assert set(statuses.values()) == {"up to date"}, statuses
     assert json.loads(again.stdout)["compared"]["steps_changed"] == []
+
+
+def test_rebuild_asks_an_openai_server_in_the_recorded_output_mode(env, monkeypatch):
+    """`response_format` is no CLI option and not in the fingerprint, but shapes a server's answers: the
+    manifest records it and the rebuild asks the server (a chat-completions stand-in on loopback) the same way."""
+    import dagster as dg
+
+    from suber_data.pipelines.definitions import ASSETS, CHECKS, default_resources
+    from suber_data.pipelines.resources import LLMResource, StorageResource, UsersResource
+    from tests.descriptions.openai_server import OpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-recorded")
+    selection = dg.AssetSelection.groups("movies", "catalog") | dg.AssetSelection.assets("users", "user_descriptions")
+    with OpenAIServer() as server:
+        url = server.base_url
+        llm = LLMResource(backend="openai", model="served-model", base_url=url, response_format="json_object")
+        resources = {
+            **default_resources(),
+            "storage": StorageResource(data_dir=str(env / "dagster"), release="sample"),
+            "users": UsersResource(count=4),
+            "llm": llm,
+        }
+        assert dg.materialize([*ASSETS, *CHECKS], selection=selection, resources=resources).success
+        first = len(server.requests)
+        folder = env / "dagster" / "movies" / "sample"
+        again = _invoke("rebuild", folder, "--data-dir", env / "again", "--json")
+        assert again.exit_code == 0, again.output
+        asked = server.requests[first:]
+    assert asked and {body["response_format"]["type"] for body in asked} == {"json_object"}
+    assert {body["model"] for body in asked} == {"served-model"}
+    assert json.loads(again.stdout)["compared"]["steps_changed"] == []
+    assert "sk-test" not in (env / "again" / "movies" / "sample" / "manifest.json").read_text()
