@@ -81,6 +81,18 @@ def _tables_section(dataset_dir: Path, manifest: dict[str, Any], tables: list[st
     return lines
 
 
+def _plots_section(dataset_dir: Path, manifest: dict[str, Any]) -> list[str]:
+    """The PNG plots the steps recorded (``plots`` in their manifest sections) that are in the folder, shown inline."""
+    lines = []
+    for step, section in manifest.get("steps", {}).items():
+        files = [(n, f) for n, f in (section.get("plots") or {}).items() if (dataset_dir / f).is_file()]
+        if files:
+            lines += [f"### {step}", "", *(f"![{step}: {name}]({file})" for name, file in files), ""]
+    if not lines:
+        return []
+    return ["## Plots", "", "Drawn by the build from the tables above; the PNG files are in this folder.", "", *lines]
+
+
 def _build_section(manifest: dict[str, Any]) -> list[str]:
     # Settings, not counts: counts hold timings and cache hits, which would make two builds' cards differ.
     lines = ["## How it was built", "", "Each step's settings (`manifest.json` has its counts too):", ""]
@@ -163,6 +175,7 @@ def render_card(dataset_dir: str | Path) -> str:
         "opens the folder as a recommender environment (`suber_env.load_dataset(folder)`).",
         "",
         *_tables_section(dataset_dir, manifest, tables),
+        *_plots_section(dataset_dir, manifest),
         *_build_section(manifest),
         *_sources_section(manifest),
         *_citation_section(manifest),

@@ -258,7 +258,9 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
 
     step = run_step(dataset_dir, STEP, fp, build, force=force)
     if step.skipped:
-        plots = {k: dataset_dir / v for k, v in step.section.get("plots", {}).items() if (dataset_dir / v).exists()}
+        from suber_data.plotting import plot_files
+
+        plots = plot_files(dataset_dir, step.section.get("plots"))
         note = f"users: up to date ({step.counts.get('users')} users, fingerprint {fp}); nothing to do"
         built = {"plots": plots, "note": note}
     return UsersBuild(step.step, fp, step.skipped, step.counts, path, step.section, **built)
