@@ -2,10 +2,10 @@
 
 Its YAML header names one configuration per table (``configs:``), so ``datasets.load_dataset(folder, "users")``
 reads exactly ``users.parquet`` and nothing else in the folder (six tables in one split would not load); the
-body says what each column means (the files' own field descriptions), how the data was built, with which
-models, from which sources, under which terms, and whom to cite. It holds no timestamps, so the same inputs give
-the same card, byte for byte, from the CLI and from Dagster. It is a step like the others: rewritten only when
-what it shows changed.
+body says what each column means (the files' own field descriptions), shows the steps' plots (PNG files in the
+folder, linked by name), how the data was built, with which models, from which sources, under which terms, and
+whom to cite. It holds no timestamps, so the same inputs give the same card, byte for byte, from the CLI and from
+Dagster. It is a step like the others: rewritten only when what it shows changed.
 """
 
 from __future__ import annotations
