@@ -22,7 +22,13 @@ from suber_data.plotting import BLUE, GREEN, GREY, ORANGE, RED, empty_panel, fig
 TOP_GENRES = 30  # bars shown; the rest are summed in the title (Amazon books have hundreds of categories)
 PLOTS = {"genres": "items_genres.png", "votes": "items_votes.png", "years": "items_years.png"}
 PLOTS |= {"coverage": "items_coverage.png"}
-VOTE_SCALES = {"movies": (0.0, 10.0, "TMDB vote average (0-10)"), "books": (1.0, 5.0, "mean review score (1-5)")}
+# domain -> (average column, count column, scale low, scale high, axis label, where the votes come from); movies
+# built without TMDB have no TMDB votes, so their plot shows the MovieLens ratings of the release instead.
+VOTES = {
+    "movies": ("vote_average", "vote_count", 0.0, 10.0, "TMDB vote average (0-10)", "TMDB"),
+    "books": ("vote_average", "vote_count", 1.0, 5.0, "mean review score (1-5)", "Amazon reviews"),
+    "movielens": ("ml_rating_mean", "ml_rating_count", 0.5, 5.0, "MovieLens mean rating (0.5-5)", "MovieLens"),
+}
 NOUNS = {"movies": ("genre", "movies"), "books": ("category", "books")}
 PLURAL = {"genre": "genres", "category": "categories"}
 
@@ -77,9 +83,12 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
 
 
 def plot_votes(table: pa.Table, domain: str, path: str | Path) -> Path:
-    lo, hi, label = VOTE_SCALES[domain]
     _, items = NOUNS[domain]
-    average, count = _column(table, "vote_average"), _column(table, "vote_count")
+    source = domain
+    if domain == "movies" and not np.isfinite(_column(table, "vote_average")).any():
+        source = "movielens"  # --no-tmdb
+    average_column, count_column, lo, hi, label, origin = VOTES[source]
+    average, count = _column(table, average_column), _column(table, count_column)
     fig, axes = figure(1, 2, size=(11, 4))
     ax = axes[0, 0]
     known = average[np.isfinite(average)]
@@ -93,7 +102,7 @@ def plot_votes(table: pa.Table, domain: str, path: str | Path) -> Path:
         whole_numbers(ax)
         ax.set_title(f"average: median {np.median(known):.2f} ({known.size:,} of {average.size:,} {items})")
     else:
-        empty_panel(ax, f"no vote_average in items.parquet ({items} built without their source's votes)")
+        empty_panel(ax, f"no {average_column} in items.parquet")
     ax = axes[0, 1]
     known = count[np.isfinite(count)]
     positive = known[known > 0]
@@ -106,7 +115,7 @@ def plot_votes(table: pa.Table, domain: str, path: str | Path) -> Path:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.axvline(float(np.median(known)), color="black", lw=1, ls="--")
-        ax.set_xlabel("vote count (log scale)")
+        ax.set_xlabel(f"{'ratings' if source == 'movielens' else 'votes'} per {items[:-1]} (log scale)")
         ax.set_ylabel(items)
         whole_numbers(ax)
         title = f"count: median {np.median(known):,.0f}, total {known.sum():,.0f}"
@@ -114,8 +123,8 @@ def plot_votes(table: pa.Table, domain: str, path: str | Path) -> Path:
             title += f"; {zero:,} with none"
         ax.set_title(title)
     else:
-        empty_panel(ax, "no vote_count above 0 in items.parquet")
-    fig.suptitle(f"votes at the source ({'TMDB' if domain == 'movies' else 'Amazon reviews'}); dashed: median")
+        empty_panel(ax, f"no {count_column} above 0 in items.parquet")
+    fig.suptitle(f"votes at the source ({origin}); dashed: median")
     return save(fig, path)
 
 
@@ -163,11 +172,8 @@ def coverage(path: str | Path) -> list[tuple[str, float]]:
     return [(name, present[name] / rows) for name in names]
 
 
-def _funnel(ax, counts: dict[str, Any], tmdb: bool) -> None:
-    """Movies: the release's movies, what the TMDB join dropped and why, and the items kept."""
-    if not tmdb:
-        empty_panel(ax, "built without TMDB (--no-tmdb):\nevery MovieLens movie is an item,\nno TMDB column is filled")
-        return
+def _funnel(ax, counts: dict[str, Any]) -> None:
+    """Movies with TMDB: the release's movies, what the TMDB join dropped and why, and the items kept."""
     rows = [
         ("movies in the release", counts.get("movies", 0), BLUE),
         ("no TMDB id in links.csv", counts.get("dropped_no_tmdb_id", 0), RED),
@@ -194,7 +200,8 @@ def plot_coverage(items_path: Path, domain: str, path: str | Path, counts: dict[
     _, items = NOUNS[domain]
     shares = coverage(items_path)
     rows = pq.read_metadata(items_path).num_rows
-    movies = domain == "movies"
+    tmdb = bool((counts or {}).get("tmdb_enabled", False))
+    movies = domain == "movies" and tmdb  # the TMDB join's panel; without TMDB there is no join to show
     fig, axes = figure(1, 2 if movies else 1, size=(12 if movies else 7, max(3.8, 0.28 * len(shares) + 1.4)))
     ax = axes[0, 0]
     y = np.arange(len(shares))
@@ -209,11 +216,11 @@ def plot_coverage(items_path: Path, domain: str, path: str | Path, counts: dict[
     ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
     ax.set_xticklabels(["0", "25%", "50%", "75%", "100%"])
     ax.set_xlabel(f"share of {items} with a value")
-    ax.set_title(f"column coverage ({rows:,} {items})")
+    without = ", built without TMDB" if domain == "movies" and not tmdb else ""
+    ax.set_title(f"column coverage ({rows:,} {items}{without})")
+    ax.axvline(1.0, color=GREY, lw=0.5)
     if movies:
-        _funnel(axes[0, 1], counts or {}, bool((counts or {}).get("tmdb_enabled", True)))
-    else:
-        ax.axvline(1.0, color=GREY, lw=0.5)
+        _funnel(axes[0, 1], counts or {})
     return save(fig, path)
 
 
@@ -224,7 +231,8 @@ def plot_items(dataset_dir: str | Path, domain: str, counts: dict[str, Any] | No
     ``tmdb_enabled``)."""
     folder = Path(dataset_dir)
     source = folder / "items.parquet"
-    table = pq.read_table(source, columns=["genres", "year", "vote_average", "vote_count"])
+    wanted = ["genres", "year", *{c for v in VOTES.values() for c in v[:2]}]
+    table = pq.read_table(source, columns=[c for c in wanted if c in pq.read_schema(source).names])
     return {
         "genres": plot_genres(table, domain, folder / PLOTS["genres"]),
         "votes": plot_votes(table, domain, folder / PLOTS["votes"]),
