@@ -7,24 +7,28 @@ from __future__ import annotations
 import json
 import math
 import struct
+import subprocess
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from suber_data.artifacts.item_plots import coverage, genre_counts
+from suber_data.artifacts.item_plots import coverage, genre_counts, vote_source
 from suber_data.descriptions.checks import Bounds, check_row
 from suber_data.descriptions.plots import failure_reason, outcome_counts
 from suber_data.embeddings.plots import map_labels, principal_components, sample_rows
+from suber_data.pipelines.definitions import BOOK_ASSETS, default_resources
 from suber_data.pipelines.plots import plot_metadata
+from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, UsersResource
 from suber_data.publish.hub import publish
 from suber_data.users import build as users_build
 from suber_data.users.checks import score_interval
 from suber_data.users.plots import age_groups, rate_intervals
-from tests.test_seam import build_sample
+from tests.test_seam import BIN, _offline_env, build_sample
 
 # step -> the plots it records (name -> file), the same for both domains
 EXPECTED = {
@@ -41,9 +45,40 @@ EXPECTED = {
 }
 
 
+# The movies sample through the `suber-data` command, the books sample through Dagster's own materialize (whose
+# events the tests read): the same asset graph either way.
+MATERIALIZED: dict[Path, dict[str, dict]] = {}  # dataset folder -> asset (without the domain prefix) -> metadata
+
+
+def materialize_books(data: Path) -> Path:
+    storage = StorageResource(data_dir=str(data), domain="books", release="books-sample")
+    resources = {
+        **default_resources(),
+        "books_storage": storage,
+        "users": UsersResource(count=8),
+        "llm": LLMResource(backend="template"),
+        "embedder": EmbedderResource(model="minilm"),
+    }
+    shards = dg.AssetSelection.assets(dg.AssetKey(["books", "user_description_shards"]))
+    with pytest.MonkeyPatch.context() as env:
+        for name in ("SUBER_DATA_MIRROR", "KAGGLE_USERNAME", "KAGGLE_KEY"):
+            env.delenv(name, raising=False)
+        env.setenv("SUBER_DATA_OFFLINE", "1")
+        env.setenv("SUBER_DATA_CACHE", str(data / "cache"))
+        result = dg.materialize(BOOK_ASSETS, selection=dg.AssetSelection.all() - shards, resources=resources)
+    assert result.success
+    folder = data / "books" / "books-sample"
+    MATERIALIZED[folder] = {
+        e.materialization.asset_key.path[-1]: e.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
+    return folder
+
+
 @pytest.fixture(scope="module", params=["movies", "books"])
 def built(request, tmp_path_factory) -> Path:
-    return build_sample(tmp_path_factory.mktemp(f"plots-{request.param}"), "template", request.param)
+    data = tmp_path_factory.mktemp(f"plots-{request.param}")
+    return build_sample(data, "template", "movies") if request.param == "movies" else materialize_books(data)
 
 
 def _manifest(folder: Path) -> dict:
@@ -80,6 +115,12 @@ def test_card_dagster_and_publish_carry_every_plot(built):
             assert f"![{step}: {name}]({file})" in card
             assert metadata[f"plot_{name}"].value.startswith(f"![{step}: {name}](data:image/png;base64,iVBORw0KGgo")
             assert metadata[f"plot_{name}_file"].value == str(built / file)
+    if built in MATERIALIZED:  # what each asset's materialization carries is what plot_metadata gives
+        for step in EXPECTED:
+            metadata = MATERIALIZED[built][step]
+            assert {k: v.value for k, v in metadata.items() if k.startswith("plot_")} == {
+                k: v.value for k, v in plot_metadata(built, step).items()
+            }
     files = publish(built, None, dry_run=True)["files"]
     assert {f for plots in EXPECTED.values() for f in plots.values()} <= set(files)
 
@@ -87,6 +128,8 @@ def test_card_dagster_and_publish_carry_every_plot(built):
 @pytest.mark.slow
 def test_items_plots_count_what_the_table_holds(built):
     items = built / "items.parquet"
+    domain = _manifest(built)["domain"]
+    assert vote_source(pq.read_table(items), domain) == domain  # the source's own votes when it has them
     counted = genre_counts(pq.read_table(items, columns=["genres"])["genres"])
     with duckdb.connect() as con:
         expected = con.execute(
@@ -100,6 +143,27 @@ def test_items_plots_count_what_the_table_holds(built):
             assert shares[column] == pytest.approx(present / rows), column
     assert counted == expected and sum(c for _, c in counted) > 0
     assert "item_id" not in shares and all(0.0 <= s <= 1.0 for s in shares.values())
+
+
+@pytest.mark.slow
+def test_movies_without_tmdb_plot_the_movielens_ratings(tmp_path):
+    args = ["build", "movies", "--release", "sample", "--no-tmdb", "--only", "items", "--data-dir", str(tmp_path)]
+    run = subprocess.run(
+        [str(BIN / "suber-data"), *args],
+        env=_offline_env(SUBER_DATA_CACHE=str(tmp_path / "cache")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    folder = tmp_path / "movies" / "sample"
+    assert _manifest(folder)["steps"]["items"]["plots"] == EXPECTED["items"]
+    table = pq.read_table(folder / "items.parquet")
+    assert table["vote_average"].null_count == table.num_rows  # no TMDB: nothing to plot there
+    assert vote_source(table, "movies") == "movielens" and table["ml_rating_count"].null_count == 0
+    assert dict(coverage(folder / "items.parquet"))["tmdb_id"] == 0.0
+    for file in EXPECTED["items"].values():
+        png_size(folder / file)
 
 
 @pytest.mark.slow

@@ -82,11 +82,16 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
     return pc.cast(table[name], pa.float64()).to_numpy(zero_copy_only=False)
 
 
+def vote_source(table: pa.Table, domain: str) -> str:
+    """Which votes the plot shows (a key of VOTES): the domain's, or MovieLens' for movies without TMDB votes."""
+    if domain == "movies" and not np.isfinite(_column(table, "vote_average")).any():
+        return "movielens"
+    return domain
+
+
 def plot_votes(table: pa.Table, domain: str, path: str | Path) -> Path:
     _, items = NOUNS[domain]
-    source = domain
-    if domain == "movies" and not np.isfinite(_column(table, "vote_average")).any():
-        source = "movielens"  # --no-tmdb
+    source = vote_source(table, domain)
     average_column, count_column, lo, hi, label, origin = VOTES[source]
     average, count = _column(table, average_column), _column(table, count_column)
     fig, axes = figure(1, 2, size=(11, 4))
