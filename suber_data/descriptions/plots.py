@@ -103,7 +103,11 @@ def plot_outcomes(
     y = np.arange(len(names))
     ok = np.array([written.get(v, 0) for v in names])
     ax.barh(y, ok, color=GREEN, alpha=0.8, label="written")
-    ax.barh(y, [variants.get(v, 0) - written.get(v, 0) for v in names], left=ok, color=RED, alpha=0.8, label="failed")
+    bad = np.array([variants.get(v, 0) - written.get(v, 0) for v in names])
+    ax.barh(y, bad, left=ok, color=RED, alpha=0.8, label="failed")
+    for yi, good, lost in zip(y, ok, bad, strict=True):
+        ax.text(good + lost, yi, f" {good:,}" + (f" + {lost:,} failed" if lost else ""), va="center")
+    ax.set_xlim(0, max(1, *(ok + bad)) * 1.3)
     ax.set_yticks(y)
     ax.set_yticklabels(names)
     ax.set_ylim(len(names) - 0.5, -0.5)

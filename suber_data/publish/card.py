@@ -87,7 +87,9 @@ def _plots_section(dataset_dir: Path, manifest: dict[str, Any]) -> list[str]:
     for step, section in manifest.get("steps", {}).items():
         files = [(n, f) for n, f in (section.get("plots") or {}).items() if (dataset_dir / f).is_file()]
         if files:
-            lines += [f"### {step}", "", *(f"![{step}: {name}]({file})" for name, file in files), ""]
+            lines += [f"### {step}", ""]
+            for name, file in files:  # a paragraph each: images on one line would share it, shrunk
+                lines += [f"![{step}: {name}]({file})", ""]
     if not lines:
         return []
     return ["## Plots", "", "Drawn by the build from the tables above; the PNG files are in this folder.", "", *lines]
