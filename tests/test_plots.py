@@ -8,6 +8,7 @@ import json
 import math
 import struct
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
@@ -18,7 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from suber_data.artifacts.item_plots import coverage, genre_counts, vote_source
+from suber_data.descriptions import generate_descriptions
+from suber_data.descriptions.backends import describe
 from suber_data.descriptions.checks import Bounds, check_row
+from suber_data.descriptions.openai_backend import OpenAIBackend
 from suber_data.descriptions.plots import failure_reason, outcome_counts
 from suber_data.embeddings.plots import map_labels, principal_components, sample_rows
 from suber_data.pipelines.definitions import BOOK_ASSETS, default_resources
@@ -28,6 +32,8 @@ from suber_data.publish.hub import publish
 from suber_data.users import build as users_build
 from suber_data.users.checks import score_interval
 from suber_data.users.plots import age_groups, rate_intervals
+from tests.descriptions.helpers import write_users
+from tests.descriptions.openai_server import OpenAIServer
 from tests.test_seam import BIN, _offline_env, build_sample
 
 # step -> the plots it records (name -> file), the same for both domains
@@ -231,6 +237,28 @@ def test_descriptions_outcomes_are_the_rows_attempts_and_reasons(built):
     assert sum(counts["written_attempts"].values()) == table.num_rows
     assert counts["written_attempts"] == {1: table.num_rows}  # the template backend passes at once
     assert not counts["failed_attempts"] and not counts["reasons"]
+
+
+def test_descriptions_plots_count_retries_and_failures_of_a_real_run(tmp_path, monkeypatch):
+    """The openai backend against the loopback server, whose queued faults make one answer break the enum and
+    five requests fail with HTTP 500: some users are written after a retry, two fail after both attempts."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    write_users(tmp_path, 8)
+    faults = ["bad_choice", "500", "500", "500", *["ok"] * 6, "500", "500"]
+    with OpenAIServer(faults=faults) as server:
+        backend = OpenAIBackend(
+            describe("openai", "served-model"), base_url=server.base_url, concurrency=1, max_retries=0, backoff=0.01
+        )
+        result = generate_descriptions(tmp_path, backend_instance=backend, batch_size=8, max_attempts=2)
+    section = _manifest(tmp_path)["steps"]["user_descriptions"]
+    assert section["plots"] == EXPECTED["user_descriptions"]
+    for file in section["plots"].values():
+        png_size(tmp_path / file)
+    table = pq.read_table(tmp_path / "user_descriptions.parquet")
+    counts = outcome_counts(table, section["failures"])
+    assert counts["written_attempts"] == Counter(table["attempts"].to_pylist()) and max(counts["written_attempts"]) == 2
+    assert sum(counts["failed_attempts"].values()) == len(result.failed) == 2
+    assert counts["reasons"] == {"backend": 2}  # "backend: gave up after 1 tries: HTTP 500: ..."
 
 
 def test_failure_reasons_group_the_checks_own_problems():
