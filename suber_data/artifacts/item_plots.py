@@ -1,8 +1,9 @@
 """PNG plots of ``items.parquet``, for movies and books alike: genre (category) mix, votes, years, column coverage.
 
 The items step of each domain calls :func:`plot_items` right after writing the table; the plots read only the
-columns both item schemas share (``genres``, ``year``, ``vote_average``, ``vote_count``) plus, for coverage, every
-column the table has. Movies add the TMDB funnel: how many movies of the release the TMDB join dropped, and why.
+columns both item schemas share (``genres``, ``year``, ``vote_average``, ``vote_count``; movies built without TMDB:
+the MovieLens rating columns instead of the votes) plus, for coverage, every column the table has. Movies built with
+TMDB add its funnel: how many movies of the release the TMDB join dropped, and why.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from suber_data.plotting import BLUE, GREEN, GREY, ORANGE, RED, empty_panel, figure, save, whole_numbers
 
 TOP_GENRES = 30  # bars shown; the rest are summed in the title (Amazon books have hundreds of categories)
-PLOTS = {"genres": "items_genres.png", "votes": "items_votes.png", "years": "items_years.png"}
-PLOTS |= {"coverage": "items_coverage.png"}
+PLOTS = {
+    "genres": "items_genres.png",
+    "votes": "items_votes.png",
+    "years": "items_years.png",
+    "coverage": "items_coverage.png",
+}
 # domain -> (average column, count column, scale low, scale high, axis label, where the votes come from); movies
 # built without TMDB have no TMDB votes, so their plot shows the MovieLens ratings of the release instead.
 VOTES = {
