@@ -236,7 +236,7 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
         sample_s = time.perf_counter() - started
         results, rows = run_checks(table, config, inputs)  # against the prior, in the prior's names
         write_parquet(vocabulary.apply(table, vocab["mapping"]) if vocab else table, path, USERS)
-        plots = _plots(dataset_dir, table, config, inputs, rows)
+        plots = _plots(dataset_dir, table, config, inputs, rows, set((vocab or {}).get("dropped", [])))
         counts = _counts(table, population)
         counts["sample_seconds"] = round(sample_s, 3)
         extra: dict[str, Any] = {
@@ -287,7 +287,9 @@ def _counts(table: pa.Table, population: Population) -> dict[str, Any]:
     return counts
 
 
-def _plots(dataset_dir: Path, table: pa.Table, config: UsersConfig, inputs: Inputs, rows) -> dict[str, Path]:
+def _plots(
+    dataset_dir: Path, table: pa.Table, config: UsersConfig, inputs: Inputs, rows, dropped: set[str]
+) -> dict[str, Path]:
     from suber_data.users.plots import plot_age_pyramid, plot_like_rates
 
     target_name = "SUBER buckets" if config.profile == "suber" else f"US census {inputs.census.year}"
@@ -302,6 +304,7 @@ def _plots(dataset_dir: Path, table: pa.Table, config: UsersConfig, inputs: Inpu
             rows,
             dataset_dir / RATES_PLOT,
             f"{config.domain} tastes: {table.num_rows:,} users ({config.profile}) vs targets",
+            dropped,
         ),
     }
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from suber_data.plotting import BLUE, GREEN, ORANGE, RED, figure, legend_below, save
+from suber_data.plotting import BLUE, GREEN, GREY, ORANGE, RED, figure, legend_below, save
 from suber_data.users.checks import RateRow, age_sex_counts, score_interval
 
 AGE_GROUP = 5  # years per bar: single years are unreadable for a few hundred users
@@ -65,9 +65,10 @@ def rate_intervals(rows: list[RateRow], confidence: float = CONFIDENCE) -> tuple
     return score_interval(np.array([r.observed for r in rows]), rows[0].n, confidence)
 
 
-def plot_like_rates(rows: list[RateRow], path: str | Path, title: str) -> Path:
+def plot_like_rates(rows: list[RateRow], path: str | Path, title: str, dropped: set[str] = frozenset()) -> Path:
     """Per genre/category: the sampled like and dislike rates with their 99 % Wilson intervals, the capped target
-    (inside the interval when the check accepts the rate) and, for like-rate priors, the prior itself."""
+    (inside the interval when the check accepts the rate) and, for like-rate priors, the prior itself. Names in
+    ``dropped`` (no item has them, so users.parquet leaves them out) are greyed and marked."""
     names = [r.name for r in rows if r.list_kind == "liked"]
     fig, axes = figure(1, 2, size=(12, max(4.0, 0.24 * len(names) + 2.0)), sharey=True)
     y = np.arange(len(names))
@@ -89,8 +90,15 @@ def plot_like_rates(rows: list[RateRow], path: str | Path, title: str) -> Path:
     for ax in axes[0]:
         ax.set_xlim(0, min(1.0, right * 1.05 + 0.01))
     axes[0, 0].set_yticks(y)
-    axes[0, 0].set_yticklabels(names, fontsize=7 if len(names) > 20 else 9)
+    labels = axes[0, 0].set_yticklabels(
+        [f"{n} (no item)" if n in dropped else n for n in names], fontsize=7 if len(names) > 20 else 9
+    )
+    for label, name in zip(labels, names, strict=True):
+        if name in dropped:
+            label.set_color(GREY)
     axes[0, 0].set_ylim(len(names) - 0.5, -0.5)
+    if dropped & set(names):
+        title += "\n(no item): sampled, then left out of users.parquet, as no item has it"
     fig.suptitle(title)
     n = rows[0].n if rows else 0
     handles = [
