@@ -224,6 +224,14 @@ def test_embedding_map_draws_the_vectors_principal_plane_by_first_genre(built):
     assert len(mapped) == len(genres) and len(order) <= 10
 
 
+def test_map_names_the_nine_most_frequent_labels_and_groups_the_rest():
+    labels = [f"g{i:02d}" for i in range(12) for _ in range(20 - i)] + [None] * 3
+    mapped, order = map_labels(labels)
+    assert order == [*(f"g{i:02d}" for i in range(9)), "other"]
+    assert mapped.count("other") == sum(20 - i for i in (9, 10, 11)) + 3  # "(none)" is the 13th most frequent
+    assert [mapped.count(name) for name in order[:9]] == [20 - i for i in range(9)]
+
+
 def test_large_tables_are_mapped_through_a_fixed_sample():
     rows = sample_rows(100_000)
     assert len(rows) == 20_000 and np.all(np.diff(rows) > 0) and np.array_equal(rows, sample_rows(100_000))
