@@ -119,6 +119,9 @@ def build_items_and_ratings(
             "check that the release's item and review files come from the same dataset"
         )
     sources = done.get("source", {})
+    from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
+
+    plots = plot_items(dataset_dir, "books", counts)
     record_step(
         dataset_dir,
         "items",
@@ -127,6 +130,7 @@ def build_items_and_ratings(
         tables=["items.parquet"],
         sources=sources,
         counts=counts,
+        extra={"plots": {name: path.name for name, path in plots.items()}},
         header={"domain": "books", "release": release_name},
     )
     record_step(

@@ -393,6 +393,10 @@ def generate_descriptions(
     result.reused = len(reused_keys - produced)
     result.seconds = time.perf_counter() - started
     store.compact()
+    from suber_data.descriptions.plots import plot_descriptions  # matplotlib loads only when plotting
+
+    heading = f"descriptions ({info.backend}: {info.model}): {result.written:,} of {result.total:,} users written"
+    plots = plot_descriptions(dataset_dir, table, result.failed, result.variants, bounds, max_attempts, heading)
     model_entry = {"backend": info.backend, "id": info.model, "revision": info.revision}
     resolved = getattr(opened, "resolved_revision", None)
     if resolved:
@@ -430,6 +434,7 @@ def generate_descriptions(
             "variants": result.variants,
             "failures": result.failed[:1000],
             "seconds": round(result.seconds, 3),
+            "plots": {name: path.name for name, path in plots.items()},
         },
     )
     return result

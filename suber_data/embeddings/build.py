@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from suber_data.artifacts.io import write_parquet
-from suber_data.artifacts.manifest import fingerprint
+from suber_data.artifacts.manifest import fingerprint, read_manifest
 from suber_data.artifacts.schemas import embedding_schema
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 from suber_data.embeddings.cache import VectorCache, text_hashes, vectors_to_arrow
@@ -167,7 +167,9 @@ def _build(
     force: bool,
     progress: Callable[[int, int], None] | None,
     runner: CacheFiller | None = None,
+    labels: tuple[str, list[str | None]] | None = None,
 ) -> EmbeddingResult:
+    """``labels``: what colours the map (e.g. "first genre") and each row's label, in row order."""
     start = time.perf_counter()
     cache = VectorCache(embedder.model_id, embedder.revision, root=cache_root)
     out = dataset_dir / out_name
@@ -187,12 +189,19 @@ def _build(
         table = pa.table({id_column: ids, "embedding": vectors_to_arrow(vectors), "text_hash": new_hashes})
         write_parquet(table, out, embedding_schema(id_column, dim))
         model = _model_info(embedder, cache, dim)
+        extra = {"recipe": recipe, "dimension": dim, "normalisation": model.get("normalisation")}
+        if labels is not None:
+            from suber_data.embeddings.plots import plot_embedding_map  # matplotlib loads only when plotting
+
+            title = f"{len(vectors):,} {step.replace('_', ' ')} ({embedder.model_id}) by {labels[0]}"
+            drawn = plot_embedding_map(vectors, labels[1], dataset_dir / f"{step}_map.png", title)
+            extra["plots"] = {"map": drawn.name}
         return StepRecord(
             counts=counts,
             tables=[out_name],
             settings={"model": embedder.model_id, "recipe": recipe, **({"runner": repr(runner)} if runner else {})},
             models={"embedding": model},
-            extra={"recipe": recipe, "dimension": dim, "normalisation": model.get("normalisation")},
+            extra=extra,
         )
 
     result = run_step(dataset_dir, step, fp, build, force=force)
@@ -251,6 +260,7 @@ def build_item_embeddings(
         force,
         progress,
         runner,
+        labels=(_first_of("genres", dataset_dir), _firsts(items, "genres")),
     )
 
 
@@ -272,6 +282,10 @@ def build_user_embeddings(
     if recipe == "named_description":
         users = _read(dataset_dir / "users.parquet", ["user_id", "first_name", "age"], "build the users first")
     texts = user_texts(descriptions, recipe, users, where=str(path))
+    first: dict[int, str | None] = {}  # the map's colours; without users.parquet the map has none
+    if (dataset_dir / "users.parquet").exists():
+        liked = _read(dataset_dir / "users.parquet", ["user_id", "liked"], "rebuild the users")
+        first = dict(zip(liked["user_id"].to_pylist(), _firsts(liked, "liked"), strict=True))
     return _build(
         dataset_dir,
         "user_embeddings",
@@ -285,4 +299,20 @@ def build_user_embeddings(
         force,
         progress,
         runner,
+        labels=(_first_of("liked", dataset_dir), [first.get(u) for u in descriptions["user_id"].to_pylist()]),
     )
+
+
+def _firsts(table: pa.Table, column: str) -> list[str | None]:
+    """The first entry of each row's list (its main genre or category), None where the list is empty or absent."""
+    out = np.full(table.num_rows, None, dtype=object)
+    if column in table.column_names:
+        heads = pc.list_slice(table[column].combine_chunks(), 0, 1)  # [] or [first]: list_element fails on []
+        out[pc.list_parent_indices(heads).to_numpy()] = pc.list_flatten(heads).to_numpy(zero_copy_only=False)
+    return out.tolist()
+
+
+def _first_of(column: str, dataset_dir: Path) -> str:
+    """How the map names its colours: "first genre" (movies) or "first category" (books), of the items or liked."""
+    noun = "category" if read_manifest(dataset_dir).get("domain") == "books" else "genre"
+    return f"first {noun}" if column == "genres" else f"first liked {noun}"

@@ -210,6 +210,9 @@ def _items(
         )
     write_parquet(table, dataset_dir / "items.parquet", MOVIE_ITEMS)
     counts = {"movies": total, "items": table.num_rows, **{f"dropped_{k}": v for k, v in dropped.items()}}
+    from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
+
+    plots = plot_items(dataset_dir, "movies", {**counts, "tmdb_enabled": enabled})
     ml_done = cache_step_done(ml.path) or {}
     return StepRecord(
         counts=counts,
@@ -217,6 +220,7 @@ def _items(
         tables=["items.parquet"],
         settings={"release": release_name, "tmdb": enabled, **tmdb_settings},
         sources=ml_done.get("source", {}),
+        extra={"plots": {name: path.name for name, path in plots.items()}},
         header={"domain": "movies", "release": release_name},
     )
 

@@ -11,6 +11,7 @@ from suber_data.books import checks as checks_lib
 from suber_data.books import corpus
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.keys import DomainKeys
+from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource
 
 KEYS = DomainKeys("books")
@@ -72,6 +73,7 @@ def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         path=str(path),
         preview=dg.MetadataValue.md(preview.to_markdown(index=False)),
         categories=dg.MetadataValue.md(categories.to_markdown(index=False)),
+        **plot_metadata(_storage(context).dataset_dir(), "items"),
     )
 
 

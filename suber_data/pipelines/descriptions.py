@@ -13,6 +13,7 @@ from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_de
 from suber_data.descriptions.checks import check_row, near_duplicates
 from suber_data.descriptions.generate import USERS
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import LLMResource, RayResource, StorageResource
 
@@ -128,6 +129,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
                 "variants": dg.MetadataValue.json(result.variants),
                 "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
                 "failures": dg.MetadataValue.json(result.failed[:50]),
+                **plot_metadata(storage.dataset_dir(), STEP),
             }
         )
 

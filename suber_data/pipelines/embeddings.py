@@ -17,6 +17,7 @@ from suber_data.embeddings.checks import check_descriptions, check_embeddings
 from suber_data.embeddings.models import Embedder
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import EmbedderResource
 
@@ -40,6 +41,7 @@ def _result(result: EmbeddingResult) -> dg.MaterializeResult:
             "revision": str(model.get("revision")),
             "normalisation": str(model.get("normalisation")),
             "seconds": round(result.seconds, 3),
+            **plot_metadata(result.path.parent, result.step),
         }
     )
 

@@ -7,6 +7,7 @@ from suber_data.movies import checks as checks_lib
 from suber_data.movies import corpus
 from suber_data.movies.tmdb import TMDBClient
 from suber_data.pipelines.checks import multi_check
+from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, TMDBResource
 
 GROUP = "movies"
@@ -50,7 +51,8 @@ def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMD
     preview = duck.arrow(
         f"SELECT item_id, title, year, genres, director FROM read_parquet('{path}') LIMIT 10"
     ).to_pandas()
-    return _result(result, context, path=str(path), preview=dg.MetadataValue.md(preview.to_markdown(index=False)))
+    preview = dg.MetadataValue.md(preview.to_markdown(index=False))
+    return _result(result, context, path=str(path), preview=preview, **plot_metadata(storage.dataset_dir(), "items"))
 
 
 @dg.asset(group_name=GROUP, deps=[items], description="Real MovieLens ratings mapped to item_id (ratings.parquet).")

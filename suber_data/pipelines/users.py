@@ -7,10 +7,10 @@ import pyarrow.parquet as pq
 
 from suber_data.pipelines.checks import to_dagster
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
 from suber_data.users.checks import CheckResult
-from suber_data.users.plots import png_markdown
 from suber_data.users.vocabulary import check_tastes_in_items
 
 GROUP = "users"
@@ -72,9 +72,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         }
         preview = next(pq.ParquetFile(result.path).iter_batches(batch_size=10)).to_pandas()
         metadata["preview"] = dg.MetadataValue.md(preview.to_markdown(index=False))
-        for name, path in result.plots.items():
-            metadata[name] = dg.MetadataValue.md(png_markdown(path, name))
-            metadata[f"{name}_png"] = dg.MetadataValue.path(str(path))
+        metadata |= plot_metadata(storage.dataset_dir(), B.STEP)
         for check in result.checks:
             metadata[f"check_{check.name}"] = f"{'pass' if check.passed else 'fail'}: {check.detail}"
         return dg.MaterializeResult(metadata=metadata)

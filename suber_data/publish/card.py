@@ -2,10 +2,10 @@
 
 Its YAML header names one configuration per table (``configs:``), so ``datasets.load_dataset(folder, "users")``
 reads exactly ``users.parquet`` and nothing else in the folder (six tables in one split would not load); the
-body says what each column means (the files' own field descriptions), how the data was built, with which
-models, from which sources, under which terms, and whom to cite. It holds no timestamps, so the same inputs give
-the same card, byte for byte, from the CLI and from Dagster. It is a step like the others: rewritten only when
-what it shows changed.
+body says what each column means (the files' own field descriptions), shows the steps' plots (PNG files in the
+folder, linked by name), how the data was built, with which models, from which sources, under which terms, and
+whom to cite. It holds no timestamps, so the same inputs give the same card, byte for byte, from the CLI and from
+Dagster. It is a step like the others: rewritten only when what it shows changed.
 """
 
 from __future__ import annotations
@@ -79,6 +79,20 @@ def _tables_section(dataset_dir: Path, manifest: dict[str, Any], tables: list[st
             lines.append(f"| `{field.name}` | `{_cell(str(field.type))}` | {_cell(about)} |")
         lines.append("")
     return lines
+
+
+def _plots_section(dataset_dir: Path, manifest: dict[str, Any]) -> list[str]:
+    """The PNG plots the steps recorded (``plots`` in their manifest sections) that are in the folder, shown inline."""
+    lines = []
+    for step, section in manifest.get("steps", {}).items():
+        files = [(n, f) for n, f in (section.get("plots") or {}).items() if (dataset_dir / f).is_file()]
+        if files:
+            lines += [f"### {step}", ""]
+            for name, file in files:  # a paragraph each: images on one line would share it, shrunk
+                lines += [f"![{step}: {name}]({file})", ""]
+    if not lines:
+        return []
+    return ["## Plots", "", "Drawn by the build from the tables above; the PNG files are in this folder.", "", *lines]
 
 
 def _build_section(manifest: dict[str, Any]) -> list[str]:
@@ -163,6 +177,7 @@ def render_card(dataset_dir: str | Path) -> str:
         "opens the folder as a recommender environment (`suber_env.load_dataset(folder)`).",
         "",
         *_tables_section(dataset_dir, manifest, tables),
+        *_plots_section(dataset_dir, manifest),
         *_build_section(manifest),
         *_sources_section(manifest),
         *_citation_section(manifest),

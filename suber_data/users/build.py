@@ -236,7 +236,7 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
         sample_s = time.perf_counter() - started
         results, rows = run_checks(table, config, inputs)  # against the prior, in the prior's names
         write_parquet(vocabulary.apply(table, vocab["mapping"]) if vocab else table, path, USERS)
-        plots = _plots(dataset_dir, table, config, inputs, rows)
+        plots = _plots(dataset_dir, table, config, inputs, rows, set((vocab or {}).get("dropped", [])))
         counts = _counts(table, population)
         counts["sample_seconds"] = round(sample_s, 3)
         extra: dict[str, Any] = {
@@ -258,7 +258,9 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
 
     step = run_step(dataset_dir, STEP, fp, build, force=force)
     if step.skipped:
-        plots = {k: dataset_dir / v for k, v in step.section.get("plots", {}).items() if (dataset_dir / v).exists()}
+        from suber_data.plotting import plot_files
+
+        plots = plot_files(dataset_dir, step.section.get("plots"))
         note = f"users: up to date ({step.counts.get('users')} users, fingerprint {fp}); nothing to do"
         built = {"plots": plots, "note": note}
     return UsersBuild(step.step, fp, step.skipped, step.counts, path, step.section, **built)
@@ -285,7 +287,9 @@ def _counts(table: pa.Table, population: Population) -> dict[str, Any]:
     return counts
 
 
-def _plots(dataset_dir: Path, table: pa.Table, config: UsersConfig, inputs: Inputs, rows) -> dict[str, Path]:
+def _plots(
+    dataset_dir: Path, table: pa.Table, config: UsersConfig, inputs: Inputs, rows, dropped: set[str]
+) -> dict[str, Path]:
     from suber_data.users.plots import plot_age_pyramid, plot_like_rates
 
     target_name = "SUBER buckets" if config.profile == "suber" else f"US census {inputs.census.year}"
@@ -300,6 +304,7 @@ def _plots(dataset_dir: Path, table: pa.Table, config: UsersConfig, inputs: Inpu
             rows,
             dataset_dir / RATES_PLOT,
             f"{config.domain} tastes: {table.num_rows:,} users ({config.profile}) vs targets",
+            dropped,
         ),
     }
 

@@ -1,79 +1,113 @@
-"""PNG plots of a population against its targets (matplotlib, headless)."""
+"""PNG plots of a population against its targets: ages by sex, and like/dislike rates per genre or category."""
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pyarrow as pa
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
+from suber_data.plotting import BLUE, GREEN, GREY, ORANGE, RED, figure, legend_below, save
+from suber_data.users.checks import RateRow, age_sex_counts, score_interval
 
-from suber_data.artifacts.io import atomic_path  # noqa: E402
-from suber_data.users.checks import RateRow, age_sex_counts  # noqa: E402
+AGE_GROUP = 5  # years per bar: single years are unreadable for a few hundred users
+CONFIDENCE = 0.99  # like_rate_rows' individual level
 
 
-def _save(fig, path: Path) -> Path:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+def age_groups(table: pa.Table, target: np.ndarray, width: int = AGE_GROUP) -> tuple[np.ndarray, ...]:
+    """(group start ages, observed shares, target shares), shares as (2, groups) arrays over the ages the target
+    covers, in ``width``-year groups; row 0 male, row 1 female."""
+    observed = age_sex_counts(table, target.shape[1] - 1) / max(table.num_rows, 1)
+    used = np.flatnonzero(target.sum(axis=0) > 0)
+    lo, hi = (int(used.min()), int(used.max())) if used.size else (0, target.shape[1] - 1)
+    starts = np.arange(lo - lo % width, hi + 1, width)
+    group = np.clip((np.arange(target.shape[1]) - starts[0]) // width, 0, starts.size - 1)
+    keep = (np.arange(target.shape[1]) >= lo) & (np.arange(target.shape[1]) <= hi)
+    sums = [np.stack([np.bincount(group[keep], m[s, keep], starts.size) for s in (0, 1)]) for m in (observed, target)]
+    return starts, sums[0], sums[1]
 
 
 def plot_age_pyramid(table: pa.Table, target: np.ndarray, path: str | Path, title: str) -> Path:
-    """Population shares by sex and age (bars) against the target shares (lines)."""
-    n = max(table.num_rows, 1)
-    observed = age_sex_counts(table, target.shape[1] - 1) / n
-    ages = np.arange(target.shape[1])
-    used = np.flatnonzero(target.sum(axis=0) > 0)
-    lo, hi = (int(used.min()), int(used.max())) if used.size else (0, ages[-1])
-    sel = slice(lo, hi + 1)
-    fig, ax = plt.subplots(figsize=(7, 6))
-    ax.barh(ages[sel], -observed[0, sel] * 100, height=1.0, color="#4c72b0", alpha=0.75, label="sampled, male")
-    ax.barh(ages[sel], observed[1, sel] * 100, height=1.0, color="#dd8452", alpha=0.75, label="sampled, female")
-    ax.plot(-target[0, sel] * 100, ages[sel], color="black", lw=1.2, label="target")
-    ax.plot(target[1, sel] * 100, ages[sel], color="black", lw=1.2)
+    """Population shares by sex and 5-year age group (bars) against the target shares (outlines)."""
+    starts, observed, wanted = age_groups(table, target)
+    centers = starts + AGE_GROUP / 2
+    fig, axes = figure(size=(7, 6))
+    ax = axes[0, 0]
+    ax.barh(centers, -observed[0] * 100, height=AGE_GROUP * 0.9, color=BLUE, alpha=0.8)
+    ax.barh(centers, observed[1] * 100, height=AGE_GROUP * 0.9, color=ORANGE, alpha=0.8)
+    for sign, row in ((-1, 0), (1, 1)):
+        ax.barh(centers, sign * wanted[row] * 100, height=AGE_GROUP, fill=False, edgecolor="black", lw=0.9)
     ax.axvline(0, color="grey", lw=0.5)
-    ax.set_xlabel("share of population (%), male left, female right")
-    ax.set_ylabel("age")
-    ax.set_title(title)
+    edge = float(max(observed.max(), wanted.max(), 1e-9)) * 100 * 1.08
+    ax.set_xlim(-edge, edge)
+    ax.set_ylim(starts[0], starts[-1] + AGE_GROUP)
     ticks = ax.get_xticks()
     ax.set_xticks(ticks)
-    ax.set_xticklabels([f"{abs(t):.2g}" for t in ticks])
-    ax.legend(loc="upper right", fontsize=8)
-    return _save(fig, Path(path))
+    ax.set_xticklabels([f"{abs(t):.3g}" for t in ticks])
+    ax.set_xlabel(f"share of the population (%) per {AGE_GROUP}-year group: male left, female right")
+    ax.set_ylabel("age")
+    ax.set_title(title)
+    handles = [
+        Patch(color=BLUE, alpha=0.8, label="sampled, male"),
+        Patch(color=ORANGE, alpha=0.8, label="sampled, female"),
+        Patch(fill=False, edgecolor="black", label="target"),
+    ]
+    legend_below(fig, handles, [h.get_label() for h in handles])
+    return save(fig, path)
 
 
-def plot_like_rates(rows: list[RateRow], path: str | Path, title: str) -> Path:
-    """Observed like/dislike rates per genre/category with their intervals, the prior and the capped target."""
-    kinds = ("liked", "disliked")
+def rate_intervals(rows: list[RateRow], confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval (continuity-corrected) of each row's observed rate: always inside [0, 1]."""
+    if not rows:
+        return np.empty(0), np.empty(0)
+    return score_interval(np.array([r.observed for r in rows]), rows[0].n, confidence)
+
+
+def plot_like_rates(rows: list[RateRow], path: str | Path, title: str, dropped: set[str] = frozenset()) -> Path:
+    """Per genre/category: the sampled like and dislike rates with their 99 % Wilson intervals, the capped target
+    (inside the interval when the check accepts the rate) and, for like-rate priors, the prior itself. Names in
+    ``dropped`` (no item has them, so users.parquet leaves them out) are greyed and marked."""
     names = [r.name for r in rows if r.list_kind == "liked"]
-    height = max(4.0, 0.22 * len(names) + 1.5)
-    fig, axes = plt.subplots(1, 2, figsize=(12, height), sharey=True)
+    fig, axes = figure(1, 2, size=(12, max(4.0, 0.24 * len(names) + 2.0)), sharey=True)
     y = np.arange(len(names))
-    for ax, kind in zip(axes, kinds, strict=True):
+    right = 0.05
+    for ax, kind in zip(axes[0], ("liked", "disliked"), strict=True):
         part = [r for r in rows if r.list_kind == kind]
-        obs = np.array([r.observed for r in part])
-        tgt = np.array([r.target for r in part])
-        err = np.array([[r.target - r.low for r in part], [r.high - r.target for r in part]])
-        ax.barh(y, obs, color="#4c72b0" if kind == "liked" else "#c44e52", alpha=0.7, label=f"sampled ({kind} list)")
-        ax.errorbar(tgt, y, xerr=err, fmt="|", color="black", ms=10, label="target after the cap, with interval")
-        if part and part[0].prior <= 1.0 and kind == "liked":
-            ax.plot([r.prior for r in part], y, "d", color="#55a868", label="prior like-rate")
-        ax.set_title(f"{kind}")
+        observed = np.array([r.observed for r in part])
+        low, high = rate_intervals(part)
+        ax.barh(y, observed, color=BLUE if kind == "liked" else RED, alpha=0.7)
+        ax.errorbar(observed, y, xerr=[observed - low, high - observed], fmt="none", ecolor="black", lw=1, capsize=2)
+        ax.plot([r.target for r in part], y, "|", color="black", ms=12, mew=2)
+        if kind == "liked" and part and max(r.prior for r in part) <= 1.0:  # like-rate priors only, not weights
+            ax.plot([r.prior for r in part], y, "d", color=GREEN, ms=5)
+        values = [*high, *(r.target for r in part), *(r.prior for r in part if r.prior <= 1.0)]
+        right = max(right, *values) if values else right
+        ax.set_title(f"{kind} list")
         ax.set_xlabel("share of users")
-        ax.legend(fontsize=7, loc="best", framealpha=0.6)
-    axes[0].set_yticks(y)
-    axes[0].set_yticklabels(names, fontsize=7 if len(names) > 20 else 9)
-    axes[0].invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+    for ax in axes[0]:
+        ax.set_xlim(0, min(1.0, right * 1.05 + 0.01))
+    axes[0, 0].set_yticks(y)
+    labels = axes[0, 0].set_yticklabels(
+        [f"{n} (no item)" if n in dropped else n for n in names], fontsize=7 if len(names) > 20 else 9
+    )
+    for label, name in zip(labels, names, strict=True):
+        if name in dropped:
+            label.set_color(GREY)
+    axes[0, 0].set_ylim(len(names) - 0.5, -0.5)
+    if dropped & set(names):
+        title += "\n(no item): sampled, then left out of users.parquet, as no item has it"
     fig.suptitle(title)
-    return _save(fig, Path(path))
-
-
-def png_markdown(path: str | Path, alt: str) -> str:
-    """A markdown image with the PNG inlined (Dagster metadata)."""
-    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    return f"![{alt}](data:image/png;base64,{data})"
+    n = rows[0].n if rows else 0
+    handles = [
+        Patch(color=BLUE, alpha=0.7, label="sampled share (liked)"),
+        Patch(color=RED, alpha=0.7, label="sampled share (disliked)"),
+        Line2D([], [], color="black", lw=1, label=f"{CONFIDENCE:.0%} Wilson interval ({n:,} users)"),
+        Line2D([], [], color="black", marker="|", ms=12, mew=2, ls="none", label="target after the cap"),
+    ]
+    if rows and max(r.prior for r in rows) <= 1.0:
+        handles.append(Line2D([], [], color=GREEN, marker="d", ls="none", label="prior like-rate"))
+    legend_below(fig, handles, [h.get_label() for h in handles], ncols=3)
+    return save(fig, path)

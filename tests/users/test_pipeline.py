@@ -28,7 +28,7 @@ def test_materialize_users_with_checks(tmp_path, monkeypatch):
     materialization = result.asset_materializations_for_node("users")[0]
     metadata = materialization.metadata
     assert metadata["rows"].value == 2_000 and metadata["up_to_date"].value is False
-    assert "data:image/png;base64," in metadata["age_pyramid"].value
+    assert "data:image/png;base64," in metadata["plot_age_pyramid"].value
     assert "user_id" in metadata["preview"].value and "first_name" in metadata["preview"].value
     evaluations = result.get_asset_check_evaluations()
     assert {e.check_name for e in evaluations} == {
