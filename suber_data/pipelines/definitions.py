@@ -7,8 +7,6 @@ at the root (``items``, ``users``, ...; groups movies, users, embeddings, catalo
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from suber_data.pipelines import books, movies
@@ -23,7 +21,8 @@ BOOKS = DomainSpec(
     corpus_job="books_corpus",
     corpus_group=books.GROUP,
     key_prefix="books",
-    release=os.environ.get("SUBER_DATA_BOOKS_RELEASE", "kaggle-amazon-books"),
+    release="kaggle-amazon-books",
+    release_env="SUBER_DATA_BOOKS_RELEASE",
     resources={"books": BooksResource()},
 )
 DOMAINS = {"movies": MOVIES, "books": BOOKS}
