@@ -1,15 +1,6 @@
-"""Dagster: the asset graph materialized in-process, and `dagster dev` driven through its GraphQL API."""
-
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
+"""Dagster: the asset graph materialized in-process, and `dg dev` driven through its GraphQL API."""
 
 import dagster as dg
-import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -17,8 +8,7 @@ from suber_data.artifacts import sha256_file
 from suber_data.cli.main import app
 from suber_data.pipelines.definitions import ASSETS, BOOK_ASSETS, BOOK_CHECKS, CHECKS, default_resources, defs
 from suber_data.pipelines.resources import StorageResource, TMDBResource, UsersResource
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.dagster_server import dagster_server, graphql, launch_job, wait_for_run
 
 
 @pytest.fixture
@@ -72,88 +62,18 @@ def test_materialize_writes_the_same_dataset_as_the_cli(offline):
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
-    resp = httpx.post(url, json={"query": query, "variables": variables or {}}, timeout=60)
-    resp.raise_for_status()
-    body = resp.json()
-    assert "errors" not in body, body
-    return body["data"]
-
-
 @pytest.mark.slow
-def test_dagster_dev_lists_assets_and_runs_the_movie_job(offline):
-    port = _free_port()
-    home = offline / "dagster_home"
-    home.mkdir()
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "SUBER_DATA_RELEASE": "sample",
-        "SUBER_DATA_DIR": str(offline / "data"),
-    }
-    dagster = Path(sys.executable).with_name("dagster")
-    proc = subprocess.Popen(
-        [str(dagster), "dev", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/graphql"
-    try:
-        deadline = time.monotonic() + 240
-        while True:  # the webserver answers before the code location has loaded: wait for the asset nodes
-            try:
-                nodes = _graphql(url, "{ assetNodes { assetKey { path } } }")["assetNodes"]
-                if nodes:
-                    break
-            except (httpx.HTTPError, AssertionError):
-                pass
-            assert time.monotonic() < deadline, "dagster dev did not come up"
-            time.sleep(2)
+def test_dg_dev_lists_assets_and_runs_the_movie_job(offline):
+    # `dg dev` (the dg project layout, pyproject [tool.dg]) serves the same definitions as `dagster dev`
+    env = {"SUBER_DATA_RELEASE": "sample", "SUBER_DATA_DIR": str(offline / "data")}
+    with dagster_server("dg", offline / "dagster_home", env) as url:
+        nodes = graphql(url, "{ assetNodes { assetKey { path } } }")["assetNodes"]
         keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
         assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
         assert {"books/release", "books/items", "books/users", "books/catalog"} <= keys  # side by side
-        launched = _graphql(
-            url,
-            """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
-                 __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
-            {
-                "p": {
-                    "selector": {
-                        "repositoryLocationName": "suber-data",
-                        "repositoryName": "__repository__",
-                        "jobName": "movie_corpus",
-                    },
-                    "runConfigData": {},
-                }
-            },
-        )["launchRun"]
-        assert launched["__typename"] == "LaunchRunSuccess", launched
-        run_id = launched["run"]["runId"]
-        status = None
-        while time.monotonic() < deadline + 240:
-            status = _graphql(
-                url, "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id}
-            )["runOrError"]["status"]
-            if status in ("SUCCESS", "FAILURE", "CANCELED"):
-                break
-            time.sleep(2)
-        assert status == "SUCCESS"
+        # the storage's settings come from the environment as EnvVars, resolved when the run starts
+        assert wait_for_run(url, launch_job(url, "movie_corpus")) == "SUCCESS"
         assert (offline / "data" / "movies" / "sample" / "catalog.duckdb").exists()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_a_domain_plugs_in_by_its_corpus_step():
