@@ -83,8 +83,8 @@ def wait_for_run(url: str, run_id: str, timeout: float = 240) -> str:
     raise AssertionError(f"run {run_id} did not finish in {timeout}s")
 
 
-def launch_job(url: str, job: str) -> str:
-    """Launch ``job`` of the suber-data code location; its run id."""
+def launch_job(url: str, job: str, run_config: dict | None = None) -> str:
+    """Launch ``job`` of the suber-data code location (``run_config``: as the launchpad's); its run id."""
     launched = graphql(
         url,
         """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
@@ -96,7 +96,7 @@ def launch_job(url: str, job: str) -> str:
                     "repositoryName": "__repository__",
                     "jobName": job,
                 },
-                "runConfigData": {},
+                "runConfigData": run_config or {},
             }
         },
     )["launchRun"]
