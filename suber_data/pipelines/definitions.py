@@ -1,4 +1,4 @@
-"""The project's Dagster definitions; `dagster dev` in the repository root loads them (pyproject [tool.dagster]).
+"""The project's Dagster definitions; `dg dev` (pyproject [tool.dg]) or `dagster dev` ([tool.dagster]) loads them.
 
 One graph of both domains, built by the domain factory (suber_data.pipelines.domains): movies keep their keys
 at the root (``items``, ``users``, ...; groups movies, users, embeddings, catalog), books live under the prefix

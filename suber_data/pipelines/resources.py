@@ -1,4 +1,4 @@
-"""Resources: the settings of one build, shared by the UI (``dagster dev``) and the CLI.
+"""Resources: the settings of one build, shared by the UI (``dg dev``) and the CLI.
 
 Each step reads its own resource; the CLI builds the same resources from its options, so both
 entry points write identical artifacts. The fields' defaults are plain values; the UI's resources
@@ -44,7 +44,7 @@ class TMDBResource(dg.ConfigurableResource):
 
 
 class BooksResource(dg.ConfigurableResource):
-    """The book corpus: which filter turns the Kaggle files into items and ratings (suber_data/books/profiles.py)."""
+    """The book corpus: which filter turns the release's files into items and ratings ('default' or 'suber')."""
 
     profile: str = "default"  # "default" (the project's) or "suber" (SUBER's preprocessing exactly)
 
