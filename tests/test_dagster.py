@@ -71,7 +71,16 @@ def test_dg_dev_lists_assets_and_runs_the_movie_job(offline):
         keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
         assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
         assert {"books/release", "books/items", "books/users", "books/catalog"} <= keys  # side by side
-        # the storage's settings come from the environment as EnvVars, resolved when the run starts
+        # the storage's settings come from the environment as EnvVars (the UI names the variable), read at run start
+        details = graphql(
+            url,
+            """{ topLevelResourceDetailsOrError(resourceSelector: {repositoryLocationName: "suber-data",
+                 repositoryName: "__repository__", resourceName: "storage"}) {
+                 ... on ResourceDetails { configuredValues { key value type } } } }""",
+        )["topLevelResourceDetailsOrError"]["configuredValues"]
+        shown = {v["key"]: (v["type"], v["value"]) for v in details}
+        assert shown["data_dir"] == ("ENV_VAR", "SUBER_DATA_DIR")
+        assert shown["release"] == ("ENV_VAR", "SUBER_DATA_RELEASE")
         assert wait_for_run(url, launch_job(url, "movie_corpus")) == "SUCCESS"
         assert (offline / "data" / "movies" / "sample" / "catalog.duckdb").exists()
 
