@@ -1,15 +1,6 @@
-"""Dagster: the asset graph materialized in-process, and `dagster dev` driven through its GraphQL API."""
-
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
+"""Dagster: the asset graph materialized in-process, and `dg dev` driven through its GraphQL API."""
 
 import dagster as dg
-import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -17,8 +8,7 @@ from suber_data.artifacts import sha256_file
 from suber_data.cli.main import app
 from suber_data.pipelines.definitions import ASSETS, BOOK_ASSETS, BOOK_CHECKS, CHECKS, default_resources, defs
 from suber_data.pipelines.resources import StorageResource, TMDBResource, UsersResource
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.dagster_server import dagster_server, graphql, launch_job, wait_for_run
 
 
 @pytest.fixture
@@ -72,88 +62,27 @@ def test_materialize_writes_the_same_dataset_as_the_cli(offline):
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
-    resp = httpx.post(url, json={"query": query, "variables": variables or {}}, timeout=60)
-    resp.raise_for_status()
-    body = resp.json()
-    assert "errors" not in body, body
-    return body["data"]
-
-
 @pytest.mark.slow
-def test_dagster_dev_lists_assets_and_runs_the_movie_job(offline):
-    port = _free_port()
-    home = offline / "dagster_home"
-    home.mkdir()
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "SUBER_DATA_RELEASE": "sample",
-        "SUBER_DATA_DIR": str(offline / "data"),
-    }
-    dagster = Path(sys.executable).with_name("dagster")
-    proc = subprocess.Popen(
-        [str(dagster), "dev", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/graphql"
-    try:
-        deadline = time.monotonic() + 240
-        while True:  # the webserver answers before the code location has loaded: wait for the asset nodes
-            try:
-                nodes = _graphql(url, "{ assetNodes { assetKey { path } } }")["assetNodes"]
-                if nodes:
-                    break
-            except (httpx.HTTPError, AssertionError):
-                pass
-            assert time.monotonic() < deadline, "dagster dev did not come up"
-            time.sleep(2)
+def test_dg_dev_lists_assets_and_runs_the_movie_job(offline):
+    # `dg dev` (the dg project layout, pyproject [tool.dg]) serves the same definitions as `dagster dev`
+    env = {"SUBER_DATA_RELEASE": "sample", "SUBER_DATA_DIR": str(offline / "data")}
+    with dagster_server("dg", offline / "dagster_home", env) as url:
+        nodes = graphql(url, "{ assetNodes { assetKey { path } } }")["assetNodes"]
         keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
         assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
         assert {"books/release", "books/items", "books/users", "books/catalog"} <= keys  # side by side
-        launched = _graphql(
+        # the storage's settings come from the environment as EnvVars (the UI names the variable), read at run start
+        details = graphql(
             url,
-            """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
-                 __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
-            {
-                "p": {
-                    "selector": {
-                        "repositoryLocationName": "suber-data",
-                        "repositoryName": "__repository__",
-                        "jobName": "movie_corpus",
-                    },
-                    "runConfigData": {},
-                }
-            },
-        )["launchRun"]
-        assert launched["__typename"] == "LaunchRunSuccess", launched
-        run_id = launched["run"]["runId"]
-        status = None
-        while time.monotonic() < deadline + 240:
-            status = _graphql(
-                url, "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id}
-            )["runOrError"]["status"]
-            if status in ("SUCCESS", "FAILURE", "CANCELED"):
-                break
-            time.sleep(2)
-        assert status == "SUCCESS"
+            """{ topLevelResourceDetailsOrError(resourceSelector: {repositoryLocationName: "suber-data",
+                 repositoryName: "__repository__", resourceName: "storage"}) {
+                 ... on ResourceDetails { configuredValues { key value type } } } }""",
+        )["topLevelResourceDetailsOrError"]["configuredValues"]
+        shown = {v["key"]: (v["type"], v["value"]) for v in details}
+        assert shown["data_dir"] == ("ENV_VAR", "SUBER_DATA_DIR")
+        assert shown["release"] == ("ENV_VAR", "SUBER_DATA_RELEASE")
+        assert wait_for_run(url, launch_job(url, "movie_corpus")) == "SUCCESS"
         assert (offline / "data" / "movies" / "sample" / "catalog.duckdb").exists()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_a_domain_plugs_in_by_its_corpus_step():
@@ -212,3 +141,111 @@ def test_materialize_books_writes_the_same_dataset_as_the_cli(offline):
         assert sha256_file(offline / "dagster" / "books" / "books-sample" / name) == sha256_file(
             offline / "cli" / "books" / "books-sample" / name
         ), name
+
+
+# -- what the UI shows beside the runs: kinds, schemas, row counts, code versions, blocking checks --------------
+def test_assets_declare_kinds_schemas_and_code_versions(monkeypatch):
+    from suber_data.artifacts.schemas import BOOK_ITEMS, MOVIE_ITEMS, USERS
+    from suber_data.pipelines import users
+    from suber_data.pipelines.keys import ROOT
+    from suber_data.pipelines.metadata import code_version
+    from suber_data.users import build
+
+    graph = defs.resolve_asset_graph()
+    nodes = {k.to_user_string(): graph.get(k) for k in graph.get_all_asset_keys()}
+    assert all(n.kinds and n.code_version for n in nodes.values()), [k for k, n in nodes.items() if not n.kinds]
+    assert {"duckdb", "parquet"} <= nodes["items"].kinds and "duckdb" in nodes["books/catalog"].kinds
+    for key, schema in {"items": MOVIE_ITEMS, "books/items": BOOK_ITEMS, "users": USERS}.items():
+        columns = nodes[key].metadata["dagster/column_schema"].columns
+        assert [c.name for c in columns] == schema.names, key
+        assert all(c.description for c in columns), key  # the contract's one-line descriptions
+    # the code version follows the step's version constant: bumping it shows the asset as changed
+    assert nodes["users"].code_version == code_version(build.SAMPLER_VERSION, USERS)
+    monkeypatch.setattr(build, "SAMPLER_VERSION", build.SAMPLER_VERSION + 1)
+    (bumped,), _ = users.make(ROOT)
+    assert bumped.code_versions_by_key[dg.AssetKey("users")] != nodes["users"].code_version
+
+
+def test_no_job_asks_for_the_description_partitions_unless_it_builds_them():
+    graph = defs.resolve_asset_graph()
+    for job in ("movie_corpus", "build_all", "books_corpus", "books_build_all"):
+        keys = set(defs.resolve_job_def(job).asset_layer.executable_asset_keys)
+        parents = {p for k in keys for p in graph.get(k).parent_keys}
+        assert not [k for k in keys | parents if graph.get(k).is_partitioned], job
+    shards = defs.resolve_job_def("description_shards")
+    assert len(shards.partitions_def.get_partition_keys()) == 100
+
+
+def test_settings_from_the_environment_are_env_vars(monkeypatch):
+    from suber_data.pipelines.definitions import BOOKS, MOVIES
+    from suber_data.pipelines.domains import domain_resources
+
+    for name in ("SUBER_DATA_DIR", "SUBER_DATA_RELEASE", "TMDB_BASE_URL", "SUBER_DATA_RAY"):
+        monkeypatch.delenv(name, raising=False)
+    plain = domain_resources(MOVIES)
+    assert plain["storage"].data_dir == "data" and plain["storage"].release == "ml-latest-small"
+    monkeypatch.setenv("SUBER_DATA_DIR", "/tmp/x")
+    monkeypatch.setenv("SUBER_DATA_BOOKS_RELEASE", "books-sample")
+    storage = domain_resources(BOOKS)["books_storage"]
+    assert isinstance(storage.data_dir, dg.EnvVar) and storage.data_dir.env_var_name == "SUBER_DATA_DIR"
+    assert storage.release.env_var_name == "SUBER_DATA_BOOKS_RELEASE"
+
+
+def test_materialization_metadata_carries_row_count_and_schema(offline):
+    import pyarrow.parquet as pq
+
+    storage = StorageResource(data_dir=str(offline), release="sample")
+    result = dg.materialize(
+        [*ASSETS, *CHECKS],
+        selection=dg.AssetSelection.assets("items", "ratings"),
+        resources={**default_resources(), "storage": storage, "tmdb": TMDBResource(enabled=False)},
+    )
+    assert result.success
+    folder = offline / "movies" / "sample"
+    for name in ("items", "ratings"):
+        (event,) = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey(name)]
+        meta = event.materialization.metadata
+        assert meta["dagster/row_count"].value == pq.read_metadata(folder / f"{name}.parquet").num_rows > 0
+        columns = [c.name for c in meta["dagster/column_schema"].value.columns]
+        assert columns == pq.read_schema(folder / f"{name}.parquet").names
+        assert (
+            event.materialization.tags["dagster/code_version"]
+            == defs.resolve_asset_graph().get(dg.AssetKey(name)).code_version
+        )
+
+
+def test_a_failing_blocking_check_stops_the_steps_downstream(offline):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from suber_data.artifacts.schemas import MOVIE_ITEMS
+    from suber_data.cli.run import _first_failure
+    from suber_data.pipelines import movies
+    from suber_data.pipelines.domains import DomainSpec, domain_assets, domain_resources
+
+    @dg.asset(name="items", group_name="movies", required_resource_keys={"storage"})
+    def bad_items(context) -> None:
+        folder = context.resources.storage.dataset_dir()
+        folder.mkdir(parents=True)
+        rows = [{"item_id": 0, "movielens_id": m, "title": "A", "ml_rating_count": 1} for m in (1, 2)]  # id 0 twice
+        pq.write_table(pa.Table.from_pylist(rows, schema=MOVIE_ITEMS), folder / "items.parquet")
+
+    spec = DomainSpec("movies", [bad_items], movies.checks[:1])
+    assets, checks = domain_assets(spec)
+    storage = StorageResource(data_dir=str(offline), release="bad")
+    result = dg.materialize(
+        [*assets, *checks],
+        selection=dg.AssetSelection.assets("items", "users"),
+        resources={**domain_resources(spec), "storage": storage, "tmdb": TMDBResource(enabled=False)},
+        raise_on_error=False,
+    )
+    assert not result.success
+    outcome = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert not outcome["items_ids_unique"].passed and outcome["items_ids_unique"].blocking
+    assert outcome["items_tmdb_coverage"].passed and not outcome["items_tmdb_coverage"].blocking
+    assert [e.asset_key for e in result.get_asset_materialization_events()] == [dg.AssetKey("items")]
+    assert not (offline / "movies" / "bad" / "users.parquet").exists()  # users never ran
+    assert "users" not in {e.step_key for e in result.all_events if e.is_step_start}
+    # the CLI turns the same run into its one-line error: the check that failed, and why
+    message = str(_first_failure(result))
+    assert "items_ids_unique" in message and "item_id is dense" in message, message

@@ -157,6 +157,16 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
 
 
 def _first_failure(result: dg.ExecuteInProcessResult) -> StepFailed:
+    # a blocking check that failed stopped the steps after it: name the check and what it found, as the UI does
+    blocked = [e for e in result.get_asset_check_evaluations() if e.blocking and not e.passed]
+    if blocked:
+        found = "; ".join(
+            f"{e.asset_key.to_user_string()} {e.check_name}: "
+            + ", ".join(f"{k}={v.value}" for k, v in e.metadata.items() if k != "description")
+            + (f" ({e.metadata['description'].value})" if "description" in e.metadata else "")
+            for e in blocked
+        )
+        return StepFailed(f"blocking check failed, the steps after it did not run: {found}")
     for event in result.all_events:
         if event.is_step_failure:
             error = event.step_failure_data.error
@@ -189,7 +199,7 @@ def summary(result: dg.ExecuteInProcessResult, o: BuildOptions, dataset_dir) -> 
     steps = []
     for event in result.get_asset_materialization_events():
         mat = event.materialization
-        meta = {k: v.value for k, v in mat.metadata.items()}
+        meta = {k: v.value for k, v in mat.metadata.items() if not k.startswith("dagster/")}  # the UI's own keys
         status = "up to date" if meta.pop("up_to_date", False) else "built"
         counts = {k: v for k, v in meta.items() if isinstance(v, int | float) and not isinstance(v, bool)}
         steps.append({"step": mat.asset_key.to_user_string(), "status": status, "counts": counts})

@@ -75,7 +75,7 @@ def build_tmdb(
     enabled = client is not None
     language = client.language if client else None
     # The output schema is part of the key: a new column must not be served from an older cached table.
-    fp = fingerprint("tmdb", SCHEMA_VERSION, str(_DETAILS), movielens_result.fingerprint, enabled, language)
+    fp = fingerprint("tmdb", SCHEMA_VERSION, str(DETAILS), movielens_result.fingerprint, enabled, language)
     work = cache_work_dir("tmdb", fp)
     if (done := cache_step_done(work)) is not None:
         return StepResult("tmdb", fp, True, done["counts"], work)
@@ -102,7 +102,7 @@ def build_tmdb(
     return StepResult("tmdb", fp, False, counts, work)
 
 
-_DETAILS = pa.schema(
+DETAILS = pa.schema(
     [
         ("tmdb_id", pa.int32()),
         ("status", pa.string()),
@@ -125,7 +125,7 @@ _DETAILS = pa.schema(
 
 
 def _details_table(rows: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=_DETAILS)
+    return pa.Table.from_pylist(rows, schema=DETAILS)
 
 
 # -- 3. items ---------------------------------------------------------------------------------------------

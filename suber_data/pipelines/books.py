@@ -7,10 +7,12 @@ The books domain's keys live under the prefix ``books`` (``books/items``, group 
 import dagster as dg
 
 from suber_data import duck
+from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS, SCHEMA_VERSION
 from suber_data.books import checks as checks_lib
 from suber_data.books import corpus
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.keys import DomainKeys
+from suber_data.pipelines.metadata import TABLE_KINDS, code_version, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource
 
@@ -42,6 +44,8 @@ def _tables(context) -> corpus.StepResult:
     key=KEYS.key("release"),
     group_name=GROUP,
     required_resource_keys={STORAGE},
+    kinds={"python"},
+    code_version=code_version(SCHEMA_VERSION),
     description="A books release: the Kaggle 'Amazon Books Reviews' files (extracted) or Amazon Reviews 2023 "
     "meta_Books/Books, downloaded and verified (cache).",
 )
@@ -55,6 +59,9 @@ def book_release(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     deps=[book_release],
     group_name=GROUP,
     required_resource_keys={STORAGE, "books"},
+    kinds=TABLE_KINDS,
+    code_version=code_version(SCHEMA_VERSION, BOOK_ITEMS),
+    metadata=schema_metadata(BOOK_ITEMS),
     description="The book item table (items.parquet): the profile's filter of the release's books.",
 )
 def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
@@ -70,10 +77,10 @@ def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     return _result(
         result,
         context,
-        path=str(path),
         preview=dg.MetadataValue.md(preview.to_markdown(index=False)),
         categories=dg.MetadataValue.md(categories.to_markdown(index=False)),
         **plot_metadata(_storage(context).dataset_dir(), "items"),
+        **table_metadata(path),
     )
 
 
@@ -82,13 +89,21 @@ def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     deps=[items],
     group_name=GROUP,
     required_resource_keys={STORAGE, "books"},
+    kinds=TABLE_KINDS,
+    code_version=code_version(SCHEMA_VERSION, BOOK_RATINGS),
+    metadata=schema_metadata(BOOK_RATINGS),
     description="The release's real review scores mapped to item_id (ratings.parquet).",
 )
 def ratings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     result = _tables(context)
     context.log.info(result.message)
     return dg.MaterializeResult(
-        metadata={"up_to_date": result.skipped, "fingerprint": result.fingerprint, "ratings": result.counts["ratings"]}
+        metadata={
+            "up_to_date": result.skipped,
+            "fingerprint": result.fingerprint,
+            "ratings": result.counts["ratings"],
+            **table_metadata(_storage(context).dataset_dir() / "ratings.parquet"),
+        }
     )
 
 
@@ -99,6 +114,7 @@ items_checks = multi_check(
     checks_lib.ITEM_CHECKS,
     lambda r: checks_lib.check_items(getattr(r, STORAGE).dataset_dir()),
     frozenset({STORAGE}),
+    blocking=frozenset({"items_ids_unique", "items_complete", "items_schema"}),
 )
 ratings_checks = multi_check(
     KEYS.key("ratings"),
@@ -106,6 +122,7 @@ ratings_checks = multi_check(
     checks_lib.RATING_CHECKS,
     lambda r: checks_lib.check_ratings(getattr(r, STORAGE).dataset_dir()),
     frozenset({STORAGE}),
+    blocking=frozenset({"ratings_valid"}),
 )
 
 assets = [book_release, items, ratings]

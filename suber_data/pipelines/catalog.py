@@ -3,9 +3,11 @@
 import dagster as dg
 
 from suber_data.artifacts.catalog import build_dataset_catalog
+from suber_data.artifacts.schemas import SCHEMA_VERSION
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.metadata import code_version
 from suber_data.pipelines.resources import StorageResource
-from suber_data.publish.card import CARD, build_dataset_card
+from suber_data.publish.card import CARD, CARD_VERSION, build_dataset_card
 
 
 def catalog_asset(upstream: list[dg.AssetKey], keys: DomainKeys = ROOT) -> dg.AssetsDefinition:
@@ -14,7 +16,10 @@ def catalog_asset(upstream: list[dg.AssetKey], keys: DomainKeys = ROOT) -> dg.As
         group_name=keys.name("catalog"),
         deps=upstream,
         required_resource_keys={keys.storage},
-        description="catalog.duckdb over the Parquet files, and README.md: the dataset card (one config per table)",
+        kinds={"duckdb", "markdown"},
+        code_version=code_version(SCHEMA_VERSION, CARD_VERSION),
+        description="catalog.duckdb (one table per Parquet file) and README.md, the dataset card "
+        "(one config per table)",
     )
     def catalog(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage: StorageResource = getattr(context.resources, keys.storage)

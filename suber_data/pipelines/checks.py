@@ -1,4 +1,10 @@
-"""The one place where the library's ``CheckOutcome``s become Dagster ``AssetCheckResult``s."""
+"""The one place where the library's ``CheckOutcome``s become Dagster ``AssetCheckResult``s.
+
+A check is *blocking* when a table failing it must not feed the next step (wrong ids, a broken schema, bad
+vectors): Dagster then fails the check's step and skips everything downstream, in the UI and in the CLI's
+run alike. Checks that measure a figure against a target (census fit, TMDB coverage, description quality)
+only report: the dataset is still usable and the figure is in the run and the manifest.
+"""
 
 from collections.abc import Callable, Iterator
 
@@ -22,9 +28,17 @@ def multi_check(
     descriptions: dict[str, str],
     evaluate: Callable[..., list[CheckOutcome]],
     resources: frozenset[str] = frozenset({"storage"}),
+    blocking: frozenset[str] = frozenset(),
 ) -> dg.AssetChecksDefinition:
-    """Checks of one asset evaluated together (one read of the data); ``evaluate(resources)`` gives the outcomes."""
-    specs = [dg.AssetCheckSpec(check, asset=asset_key, description=text) for check, text in descriptions.items()]
+    """Checks of one asset evaluated together (one read of the data); ``evaluate(resources)`` gives the outcomes.
+    The checks named in ``blocking`` stop the downstream assets when they fail."""
+    unknown = blocking - descriptions.keys()
+    if unknown:
+        raise ValueError(f"blocking checks {sorted(unknown)} are not checks of {name}")
+    specs = [
+        dg.AssetCheckSpec(check, asset=asset_key, description=text, blocking=check in blocking)
+        for check, text in descriptions.items()
+    ]
 
     @dg.multi_asset_check(specs=specs, name=name, required_resource_keys=set(resources))
     def _checks(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:

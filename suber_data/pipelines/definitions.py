@@ -1,4 +1,4 @@
-"""The project's Dagster definitions; `dagster dev` in the repository root loads them (pyproject [tool.dagster]).
+"""The project's Dagster definitions; `dg dev` (pyproject [tool.dg]) or `dagster dev` ([tool.dagster]) loads them.
 
 One graph of both domains, built by the domain factory (suber_data.pipelines.domains): movies keep their keys
 at the root (``items``, ``users``, ...; groups movies, users, embeddings, catalog), books live under the prefix
@@ -6,8 +6,6 @@ at the root (``items``, ``users``, ...; groups movies, users, embeddings, catalo
 """
 
 from __future__ import annotations
-
-import os
 
 import dagster as dg
 
@@ -23,7 +21,8 @@ BOOKS = DomainSpec(
     corpus_job="books_corpus",
     corpus_group=books.GROUP,
     key_prefix="books",
-    release=os.environ.get("SUBER_DATA_BOOKS_RELEASE", "kaggle-amazon-books"),
+    release="kaggle-amazon-books",
+    release_env="SUBER_DATA_BOOKS_RELEASE",
     resources={"books": BooksResource()},
 )
 DOMAINS = {"movies": MOVIES, "books": BOOKS}

@@ -9,10 +9,13 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from suber_data.artifacts.manifest import read_manifest
+from suber_data.artifacts.schemas import USER_DESCRIPTIONS
 from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_descriptions
 from suber_data.descriptions.checks import check_row, near_duplicates
-from suber_data.descriptions.generate import USERS
+from suber_data.descriptions.generate import CHECKS_VERSION, USERS
+from suber_data.descriptions.templates import VARIANTS, load_template
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import LLMResource, RayResource, StorageResource
@@ -49,6 +52,9 @@ def run_descriptions(
 # over processes (Dagster's multiprocess executor) or machines; each writes only to the shared store, and
 # `user_descriptions` afterwards assembles everything without generating again.
 SHARDS = dg.StaticPartitionsDefinition([str(i) for i in range(100)])
+
+# The checks and the prompt templates decide what is written besides the settings: a changed template is new code.
+CODE_VERSION = code_version(CHECKS_VERSION, USER_DESCRIPTIONS, {v: load_template(v).sha256 for v in VARIANTS})
 
 
 def description_quality(dataset_dir) -> dg.AssetCheckResult:
@@ -99,6 +105,9 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         deps=[keys.key("users")],
         group_name=keys.name("users"),
         required_resource_keys={keys.storage, "llm", "ray"},
+        kinds=PYTHON_KINDS,
+        code_version=CODE_VERSION,
+        metadata=schema_metadata(USER_DESCRIPTIONS),
         description="A description per user, written by a constrained LLM (or the marked `template` backend), "
         "checked, with its provenance (backend, model, template hash, seed, decoding settings).",
     )
@@ -115,7 +124,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
             )
         return dg.MaterializeResult(
             metadata={
-                "path": dg.MetadataValue.path(str(result.path)),
+                **table_metadata(result.path),
                 "backend": result.backend,
                 "model": result.model,
                 "users": result.total,
@@ -139,6 +148,8 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         group_name=keys.name("users"),
         required_resource_keys={keys.storage, "llm"},
         partitions_def=SHARDS,
+        kinds={"python"},
+        code_version=CODE_VERSION,
         description="Descriptions of one block of user ids (partition i: ids i*shard_size to (i+1)*shard_size-1), "
         "generated into the shared store; materialize `user_descriptions` afterwards to assemble them.",
     )

@@ -10,6 +10,7 @@ every domain loads into one ``Definitions`` (suber_data/pipelines/keys.py).
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -23,6 +24,7 @@ from suber_data.pipelines.resources import (
     StorageResource,
     TMDBResource,
     UsersResource,
+    from_env,
 )
 
 # Steps every domain shares; a module missing from this installation is left out of the graph.
@@ -42,6 +44,7 @@ class DomainSpec:
     corpus_group: str = ""  # the corpus assets' group ("" -> name)
     key_prefix: str = ""  # "" keeps the keys at the root (movies); "books" -> books/items, group books_users, ...
     release: str = ""  # the storage resource's default release ("" -> StorageResource's own default)
+    release_env: str = "SUBER_DATA_RELEASE"  # the variable that overrides it in the UI
     resources: dict = field(default_factory=dict)  # resources only this domain's corpus reads (books: "books")
 
     @property
@@ -72,19 +75,32 @@ def domain_assets(spec: DomainSpec) -> tuple[list, list]:
             f"domain '{spec.name}': its corpus assets need one keyed '{items.to_user_string()}' "
             "(the shared steps read it)"
         )
-    upstream = [key for a in step_assets for key in a.keys]
+    # Not the description shards: a partitioned parent would make the UI offer to materialize all 100 of its
+    # partitions with the catalog (user_descriptions, the catalog's real input, assembles what they wrote).
+    upstream = [key for a in step_assets if a.partitions_def is None for key in a.keys]
     return [*step_assets, catalog_asset(upstream, spec.keys)], checks
 
 
 def domain_resources(spec: DomainSpec) -> dict[str, dg.ConfigurableResource]:
-    """The resources' own defaults, with the domain's storage pointed at the domain."""
+    """The UI's resources: their own defaults, with the domain's storage pointed at the domain, and the settings
+    the environment gives as ``EnvVar``s (read when a run starts)."""
+    release = spec.release or StorageResource.model_fields["release"].default
+    storage = StorageResource(
+        domain=spec.name,
+        data_dir=from_env("SUBER_DATA_DIR", StorageResource.model_fields["data_dir"].default),
+        release=from_env(spec.release_env, release),
+    )
+    tmdb = TMDBResource(
+        enabled=os.environ.get("SUBER_DATA_NO_TMDB", "") not in ("1", "true"),  # no EnvVar for an inverted flag
+        base_url=from_env("TMDB_BASE_URL", TMDBResource.model_fields["base_url"].default),
+    )
     return {
-        spec.keys.storage: StorageResource(domain=spec.name, **({"release": spec.release} if spec.release else {})),
-        "tmdb": TMDBResource(),
+        spec.keys.storage: storage,
+        "tmdb": tmdb,
         "users": UsersResource(),
         "llm": LLMResource(),
         "embedder": EmbedderResource(),
-        "ray": RayResource(),
+        "ray": RayResource(address=from_env("SUBER_DATA_RAY", None)),
         **spec.resources,
     }
 

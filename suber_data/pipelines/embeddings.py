@@ -6,6 +6,7 @@ embeds only new or changed texts (the vector cache lives under ``settings.cache_
 
 import dagster as dg
 
+from suber_data.artifacts.schemas import SCHEMA_VERSION, embedding_schema
 from suber_data.embeddings.build import (
     ITEM_EMBEDDINGS,
     USER_EMBEDDINGS,
@@ -17,6 +18,7 @@ from suber_data.embeddings.checks import check_descriptions, check_embeddings
 from suber_data.embeddings.models import Embedder
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.metadata import MODEL_KINDS, code_version, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import EmbedderResource
@@ -30,7 +32,7 @@ def _result(result: EmbeddingResult) -> dg.MaterializeResult:
     model = result.model
     return dg.MaterializeResult(
         metadata={
-            "path": dg.MetadataValue.path(str(result.path)),
+            **table_metadata(result.path),
             "rows": result.total,
             "unique_texts": result.unique_texts,
             "embedded": result.embedded,
@@ -58,6 +60,7 @@ def _make_checks(
             getattr(r, keys.storage).dataset_dir(), asset_key, file_name, id_column, source_name
         ),
         frozenset({keys.storage}),
+        blocking=frozenset(check_descriptions(id_column, source_name)),  # bad vectors must not reach the catalog
     )
 
 
@@ -69,6 +72,8 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         deps=[keys.key("items")],
         group_name=keys.name("embeddings"),
         required_resource_keys={keys.storage, "embedder", "ray"},
+        kinds=MODEL_KINDS,
+        code_version=code_version(SCHEMA_VERSION, embedding_schema("item_id", 0)),
         description="One unit Sentence-T5 (or chosen model) vector per item, from its overview or description "
         "(title when empty).",
     )
@@ -93,6 +98,8 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         deps=[keys.key("user_descriptions")],
         group_name=keys.name("embeddings"),
         required_resource_keys={keys.storage, "embedder", "ray"},
+        kinds=MODEL_KINDS,
+        code_version=code_version(SCHEMA_VERSION, embedding_schema("user_id", 0)),
         description="One unit vector per user, from the user's generated description.",
     )
     def user_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:

@@ -3,10 +3,12 @@
 import dagster as dg
 
 from suber_data import duck
+from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS, SCHEMA_VERSION
 from suber_data.movies import checks as checks_lib
-from suber_data.movies import corpus
+from suber_data.movies import corpus, movielens
 from suber_data.movies.tmdb import TMDBClient
 from suber_data.pipelines.checks import multi_check
+from suber_data.pipelines.metadata import PYTHON_KINDS, TABLE_KINDS, code_version, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, TMDBResource
 
@@ -28,12 +30,23 @@ def _result(result: corpus.StepResult, context: dg.AssetExecutionContext, **extr
 
 # Assets pass no data: each step finds its inputs in the cache by fingerprint (a lookup when nothing
 # changed), so a downstream asset calls its upstream steps again instead of using an IO manager.
-@dg.asset(group_name=GROUP, description="A MovieLens release, downloaded, verified and parsed to Parquet (cache).")
+@dg.asset(
+    group_name=GROUP,
+    kinds=TABLE_KINDS,
+    code_version=code_version(SCHEMA_VERSION, movielens.PARSER_VERSION),
+    description="A MovieLens release, downloaded, verified and parsed to Parquet (in the download cache).",
+)
 def movielens_release(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     return _result(corpus.build_movielens(storage.release), context, release=storage.release)
 
 
-@dg.asset(group_name=GROUP, deps=[movielens_release], description="TMDB details and credits of every linked movie.")
+@dg.asset(
+    group_name=GROUP,
+    deps=[movielens_release],
+    kinds=PYTHON_KINDS,
+    code_version=code_version(SCHEMA_VERSION, corpus.DETAILS),
+    description="TMDB details and credits of every linked movie (in the download cache).",
+)
 def tmdb_details(
     context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMDBResource
 ) -> dg.MaterializeResult:
@@ -41,7 +54,14 @@ def tmdb_details(
     return _result(corpus.build_tmdb(ml, storage.release, _client(tmdb)), context, enabled=tmdb.enabled)
 
 
-@dg.asset(group_name=GROUP, deps=[tmdb_details], description="The movie item table (items.parquet).")
+@dg.asset(
+    group_name=GROUP,
+    deps=[tmdb_details],
+    kinds=TABLE_KINDS,
+    code_version=code_version(SCHEMA_VERSION, MOVIE_ITEMS),
+    metadata=schema_metadata(MOVIE_ITEMS),
+    description="The movie item table (items.parquet): MovieLens movies joined with their TMDB details.",
+)
 def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMDBResource) -> dg.MaterializeResult:
     ml = corpus.build_movielens(storage.release)
     details = corpus.build_tmdb(ml, storage.release, _client(tmdb))
@@ -52,13 +72,22 @@ def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMD
         f"SELECT item_id, title, year, genres, director FROM read_parquet('{path}') LIMIT 10"
     ).to_pandas()
     preview = dg.MetadataValue.md(preview.to_markdown(index=False))
-    return _result(result, context, path=str(path), preview=preview, **plot_metadata(storage.dataset_dir(), "items"))
+    return _result(
+        result, context, preview=preview, **table_metadata(path), **plot_metadata(storage.dataset_dir(), "items")
+    )
 
 
-@dg.asset(group_name=GROUP, deps=[items], description="Real MovieLens ratings mapped to item_id (ratings.parquet).")
+@dg.asset(
+    group_name=GROUP,
+    deps=[items],
+    kinds=TABLE_KINDS,
+    code_version=code_version(SCHEMA_VERSION, RATINGS),
+    metadata=schema_metadata(RATINGS),
+    description="Real MovieLens ratings mapped to item_id (ratings.parquet).",
+)
 def ratings(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     result = corpus.build_ratings(storage.dataset_dir(), corpus.build_movielens(storage.release))
-    return _result(result, context)
+    return _result(result, context, **table_metadata(storage.dataset_dir() / "ratings.parquet"))
 
 
 # -- checks (the library's, suber_data.movies.checks) -------------------------------------------------------
@@ -68,9 +97,14 @@ items_checks = multi_check(
     checks_lib.ITEM_CHECKS,
     lambda r: checks_lib.check_items(r.storage.dataset_dir(), tmdb_enabled=r.tmdb.enabled),
     frozenset({"storage", "tmdb"}),
+    blocking=frozenset({"items_ids_unique", "items_titles_present", "items_schema"}),
 )
 ratings_checks = multi_check(
-    "ratings", "ratings_checks", checks_lib.RATING_CHECKS, lambda r: checks_lib.check_ratings(r.storage.dataset_dir())
+    "ratings",
+    "ratings_checks",
+    checks_lib.RATING_CHECKS,
+    lambda r: checks_lib.check_ratings(r.storage.dataset_dir()),
+    blocking=frozenset({"ratings_valid"}),
 )
 
 

@@ -1,7 +1,9 @@
-"""Resources: the settings of one build, shared by the UI (``dagster dev``) and the CLI.
+"""Resources: the settings of one build, shared by the UI (``dg dev``) and the CLI.
 
 Each step reads its own resource; the CLI builds the same resources from its options, so both
-entry points write identical artifacts. Defaults come from the environment where that is natural.
+entry points write identical artifacts. The fields' defaults are plain values; the UI's resources
+(``suber_data.pipelines.domains.domain_resources``) take a setting from the environment through
+``from_env``, so the launchpad shows which variable it came from.
 """
 
 from __future__ import annotations
@@ -14,12 +16,18 @@ import dagster as dg
 from suber_data import settings
 
 
+def from_env(name: str, default: str | None) -> str | dg.EnvVar | None:
+    """``EnvVar(name)`` when the variable is set (read when a run starts, shown by name in the UI), else
+    ``default``: Dagster's ``EnvVar`` has no default of its own and fails a run when the variable is unset."""
+    return dg.EnvVar(name) if os.environ.get(name) else default
+
+
 class StorageResource(dg.ConfigurableResource):
     """Where the dataset is written: ``<data_dir>/<domain>/<release>/``."""
 
-    data_dir: str = os.environ.get("SUBER_DATA_DIR", "data")
+    data_dir: str = "data"  # SUBER_DATA_DIR in the UI
     domain: str = "movies"
-    release: str = os.environ.get("SUBER_DATA_RELEASE", "ml-latest-small")
+    release: str = "ml-latest-small"  # SUBER_DATA_RELEASE (books: SUBER_DATA_BOOKS_RELEASE) in the UI
 
     def dataset_dir(self) -> Path:
         return settings.dataset_dir(self.domain, self.release, self.data_dir)
@@ -28,21 +36,21 @@ class StorageResource(dg.ConfigurableResource):
 class TMDBResource(dg.ConfigurableResource):
     """TMDB enrichment. Credentials are read from the environment at run time, never stored here."""
 
-    enabled: bool = os.environ.get("SUBER_DATA_NO_TMDB", "") not in ("1", "true")
-    base_url: str = os.environ.get("TMDB_BASE_URL", "https://api.themoviedb.org/3")
+    enabled: bool = True  # SUBER_DATA_NO_TMDB=1 turns it off in the UI
+    base_url: str = "https://api.themoviedb.org/3"  # TMDB_BASE_URL in the UI
     rate_limit: float = 40.0  # requests per second
     concurrency: int = 16
     language: str = "en-US"
 
 
 class BooksResource(dg.ConfigurableResource):
-    """The book corpus: which filter turns the Kaggle files into items and ratings (suber_data/books/profiles.py)."""
+    """The book corpus: which filter turns the release's files into items and ratings ('default' or 'suber')."""
 
     profile: str = "default"  # "default" (the project's) or "suber" (SUBER's preprocessing exactly)
 
 
 class UsersResource(dg.ConfigurableResource):
-    """Synthetic population settings (issue: users)."""
+    """Synthetic population settings."""
 
     count: int = 600  # SUBER's population size
     seed: int = 42
@@ -54,7 +62,7 @@ class UsersResource(dg.ConfigurableResource):
 
 
 class LLMResource(dg.ConfigurableResource):
-    """User-description generation settings (issue: descriptions)."""
+    """User-description generation settings."""
 
     backend: str = "smollm2"  # transformers, openai, smollm2 (offline), template (no LLM)
     model: str | None = None
@@ -70,16 +78,15 @@ class LLMResource(dg.ConfigurableResource):
     shard_size: int = 10_000  # user ids per partition of `user_description_shards`
 
 
+# Ray directly rather than dagster-ray: these steps need a connection to an existing cluster from inside the
+# step, which is one ``ray.init``; dagster-ray's resources exist to create and tear down clusters (local,
+# KubeRay) and connect in client mode, and its executors run whole steps as Ray jobs, which is not the split
+# wanted here (blocks of one step over many actors). Both can still be combined with this resource.
 class RayResource(dg.ConfigurableResource):
-    """Scale-out (docs/scale-out.md): with an ``address``, the description and embedding steps run as Ray Data
-    pipelines on that cluster (``suber_data.scale``); without one (the default), in the step's own process.
+    """Scale-out: with an ``address``, the description and embedding steps run as Ray Data pipelines on that
+    cluster; without one (the default), in the step's own process."""
 
-    Ray directly rather than dagster-ray: these steps need a connection to an existing cluster from inside the
-    step, which is one ``ray.init``; dagster-ray's resources exist to create and tear down clusters (local,
-    KubeRay) and connect in client mode, and its executors run whole steps as Ray jobs, which is not the split
-    wanted here (blocks of one step over many actors). Both can still be combined with this resource."""
-
-    address: str | None = os.environ.get("SUBER_DATA_RAY") or None  # auto, HOST:PORT, ray://HOST:10001, local
+    address: str | None = None  # auto, HOST:PORT, ray://HOST:10001, local; SUBER_DATA_RAY in the UI
     workers: int | None = None  # actors per step; None: as many as the cluster's CPUs (GPUs) allow
     num_cpus: float = 1.0  # per actor
     num_gpus: float = 0.0  # per actor: > 0 loads each actor's model on a GPU
@@ -97,7 +104,7 @@ class RayResource(dg.ConfigurableResource):
 
 
 class EmbedderResource(dg.ConfigurableResource):
-    """Sentence-embedding settings (issue: embeddings)."""
+    """Sentence-embedding settings."""
 
     model: str = "sentence-transformers/sentence-t5-base"
     recipe: str = "overview"  # "overview" (SUBER) or "title_genres_overview"

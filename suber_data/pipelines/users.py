@@ -5,8 +5,10 @@ import functools
 import dagster as dg
 import pyarrow.parquet as pq
 
+from suber_data.artifacts.schemas import USERS
 from suber_data.pipelines.checks import to_dagster
 from suber_data.pipelines.keys import ROOT, DomainKeys
+from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
@@ -57,6 +59,9 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         deps=[keys.key("items")],  # tastes are written in the items' genre vocabulary
         group_name=keys.name(GROUP),
         required_resource_keys={keys.storage, "users"},
+        kinds=PYTHON_KINDS,
+        code_version=code_version(B.SAMPLER_VERSION, USERS),
+        metadata=schema_metadata(USERS),
         description="Synthetic users (users.parquet): census ages and sexes, SSA/Census names, occupation rules, "
         "genre or category tastes; profile 'suber' reproduces SUBER's sampler exactly.",
     )
@@ -67,8 +72,8 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         metadata: dict = {
             "up_to_date": result.skipped,
             "fingerprint": result.fingerprint,
-            "path": str(result.path),
             "rows": result.counts.get("users", 0),
+            **table_metadata(result.path),
         }
         preview = next(pq.ParquetFile(result.path).iter_batches(batch_size=10)).to_pandas()
         metadata["preview"] = dg.MetadataValue.md(preview.to_markdown(index=False))

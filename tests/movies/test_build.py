@@ -167,7 +167,7 @@ def test_cached_tmdb_table_is_rebuilt_when_its_schema_grows(env, monkeypatch):
     ml = corpus.build_movielens("sample", progress=False)
     first = corpus.build_tmdb(ml, "sample", None, progress=False)
     assert corpus.build_tmdb(ml, "sample", None, progress=False).skipped
-    monkeypatch.setattr(corpus, "_DETAILS", corpus._DETAILS.append(pa.field("new_column", pa.string())))
+    monkeypatch.setattr(corpus, "DETAILS", corpus.DETAILS.append(pa.field("new_column", pa.string())))
     second = corpus.build_tmdb(ml, "sample", None, progress=False)
     assert not second.skipped and second.fingerprint != first.fingerprint
     assert "new_column" in duckdb.sql(f"SELECT * FROM '{second.path / 'tmdb_details.parquet'}'").columns
