@@ -13,6 +13,8 @@ from suber_data.artifacts import fingerprint, read_manifest, record_step, sha256
 from suber_data.artifacts.catalog import build_dataset_catalog
 from suber_data.artifacts.schemas import BOOK_ITEMS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepResult, cache_step_done, cache_work_dir
+from suber_data.books.amazon2023 import BOOKS as BOOKS_2023
+from suber_data.books.amazon2023 import META, REVIEWS
 from suber_data.books.profiles import build_book_tables
 from suber_data.errors import InputError
 from suber_data.sources import Release, extract_zip, fetch, get_release, register
@@ -32,8 +34,8 @@ SAMPLE = register(
     )
 )
 
-# Amazon Reviews 2023 Books: two registered files (amazon2023.py) built together under one release name.
-AMAZON2023 = "amazon2023-books"
+# Amazon Reviews 2023 Books: two registered files built together under one release name (amazon2023.py).
+AMAZON2023 = BOOKS_2023.name
 
 __all__ = ["AMAZON2023", "SAMPLE", "build_dataset_catalog", "build_items_and_ratings", "build_kaggle", "build_source"]
 
@@ -51,8 +53,6 @@ def build_amazon2023(*, progress: bool | None = None) -> StepResult:
     """Fetch meta_Books.jsonl.gz and Books.jsonl.gz (cache, mirror, then origin); the result's done.json names them.
 
     The files are not pinned, so the fingerprint is their content hash (the cache stores each file under it)."""
-    from suber_data.books.amazon2023 import META, REVIEWS
-
     paths = {"meta": fetch(META, progress=progress), "reviews": fetch(REVIEWS, progress=progress)}
     hashes = {k: sha256_file(v) if v.parent.parent.name != "sha256" else v.parent.name for k, v in paths.items()}
     fp = fingerprint("amazon2023-books", SCHEMA_VERSION, META.url, REVIEWS.url, hashes)
