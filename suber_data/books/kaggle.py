@@ -40,6 +40,9 @@ RATING_COLUMNS = (
 )
 
 
+_BAD_SCORE = "suber-data: review/score outside 1..5"
+
+
 def _read_csv(path: Path, columns: tuple[str, ...], *, parallel: bool = False) -> str:
     # No sniffing (it gives up on long multi-line reviews): the header is checked first, then every
     # column is read as text and typed in SQL, so a bad value is reported by field, not by the sniffer.
@@ -78,7 +81,7 @@ def load_books(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_boo
     # A single-threaded insert keeps rowid in file order: rowid is SUBER's book_id (the pandas index).
     con.execute("SET preserve_insertion_order = true")
     con.execute(
-        f"""CREATE TABLE {table} AS SELECT Title, description, authors, publisher, publishedDate, categories
+        f"""CREATE TEMP TABLE {table} AS SELECT Title, description, authors, publisher, publishedDate, categories
             FROM {_read_csv(path, BOOK_COLUMNS)}"""
     )
     con.execute(f"ALTER TABLE {table} ADD COLUMN book_id INTEGER")
@@ -94,22 +97,25 @@ def load_ratings(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_r
     path = Path(path)
     _check_columns(path, RATING_COLUMNS, "use Books_rating.csv from the Kaggle 'Amazon Books Reviews' dataset")
     score = 'TRY_CAST("review/score" AS DOUBLE)'
-    con.execute(
-        f"""CREATE TABLE {table} AS SELECT "Id" AS id, Title AS title, User_id AS user_id, {score} AS score,
-                TRY_CAST("review/time" AS BIGINT) AS time,
-                ("review/score" IS NOT NULL AND {score} IS DISTINCT FROM least(5, greatest(1, {score})))::BOOLEAN AS bad
-            FROM {_read_csv(path, RATING_COLUMNS, parallel=True)}"""
+    bad = f'"review/score" IS NOT NULL AND {score} IS DISTINCT FROM least(5, greatest(1, {score}))'
+    try:
+        # One parallel pass: the check raises inside the scan (no second pass over a flag column), and
+        # CREATE TABLE AS returns its row count.
+        return con.execute(
+            f"""CREATE TEMP TABLE {table} AS SELECT "Id" AS id, Title AS title, User_id AS user_id,
+                    {score} AS score, TRY_CAST("review/time" AS BIGINT) AS time
+                FROM {_read_csv(path, RATING_COLUMNS, parallel=True)}
+                WHERE CASE WHEN {bad} THEN error('{_BAD_SCORE}') ELSE true END"""
+        ).fetchall()[0][0]
+    except duckdb.Error as exc:
+        if _BAD_SCORE not in str(exc):
+            raise
+    # Rare: a second, ordered pass numbers the records to name the first bad one.
+    record, value = con.execute(
+        f"""SELECT record, "review/score" FROM (SELECT row_number() OVER () AS record, "review/score"
+                                              FROM {_read_csv(path, RATING_COLUMNS)})
+            WHERE {bad} ORDER BY record LIMIT 1"""
+    ).fetchall()[0]
+    raise InputError(
+        f"{path}: record {record} field 'review/score' = {value!r} is not a rating in 1..5; fix or drop that record"
     )
-    if con.execute(f"SELECT bool_or(bad) FROM {table}").fetchall()[0][0]:
-        # Rare: a second, ordered pass numbers the records to name the first bad one.
-        record, value = con.execute(
-            f"""SELECT record, s FROM (SELECT row_number() OVER () AS record, "review/score" AS s
-                                       FROM {_read_csv(path, RATING_COLUMNS)})
-                WHERE s IS NOT NULL AND TRY_CAST(s AS DOUBLE) IS DISTINCT FROM
-                      least(5, greatest(1, TRY_CAST(s AS DOUBLE)))
-                ORDER BY record LIMIT 1"""
-        ).fetchall()[0]
-        raise InputError(
-            f"{path}: record {record} field 'review/score' = {value!r} is not a rating in 1..5; fix or drop that record"
-        )
-    return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
