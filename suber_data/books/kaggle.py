@@ -14,6 +14,10 @@ import duckdb
 
 from suber_data.errors import InputError
 
+FIX = {  # what to do when a file is not the Kaggle one
+    "books_data.csv": "use books_data.csv from the Kaggle 'Amazon Books Reviews' dataset",
+    "Books_rating.csv": "use Books_rating.csv from the Kaggle 'Amazon Books Reviews' dataset",
+}
 BOOK_COLUMNS = (
     "Title",
     "description",
@@ -57,7 +61,7 @@ def _sql_path(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _check_columns(path: Path, expected: tuple[str, ...], fix: str) -> None:
+def check_columns(path: Path, expected: tuple[str, ...], fix: str) -> None:
     try:
         with path.open(newline="", encoding="utf-8") as f:
             found = next(csv.reader(f), [])
@@ -77,7 +81,7 @@ def python_list(column: str) -> str:
 def load_books(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_books") -> int:
     """Create ``table`` from books_data.csv with ``book_id`` = the record's 0-based position; return rows."""
     path = Path(path)
-    _check_columns(path, BOOK_COLUMNS, "use books_data.csv from the Kaggle 'Amazon Books Reviews' dataset")
+    check_columns(path, BOOK_COLUMNS, FIX["books_data.csv"])
     # A single-threaded insert keeps rowid in file order: rowid is SUBER's book_id (the pandas index).
     con.execute("SET preserve_insertion_order = true")
     con.execute(
@@ -95,7 +99,7 @@ def load_ratings(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_r
     A score outside 1..5 (or not a number) fails with the file, the CSV record number and the field.
     """
     path = Path(path)
-    _check_columns(path, RATING_COLUMNS, "use Books_rating.csv from the Kaggle 'Amazon Books Reviews' dataset")
+    check_columns(path, RATING_COLUMNS, FIX["Books_rating.csv"])
     score = 'TRY_CAST("review/score" AS DOUBLE)'
     bad = f'"review/score" IS NOT NULL AND {score} IS DISTINCT FROM least(5, greatest(1, {score}))'
     try:
