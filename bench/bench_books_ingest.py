@@ -41,6 +41,7 @@ BLOCK_2023 = 100_000  # rows per gzip member of the generated 2023 file
 CHILD = r"""
 import json, os, resource, shutil, sys, tempfile, time
 side, path, cap_gb = sys.argv[1], sys.argv[2], float(sys.argv[3])
+error = None
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -62,14 +63,14 @@ elif side == "pandas-2023":
         df = pd.read_json(path, lines=True, compression="gzip")
         rows = len(df[["rating", "asin", "parent_asin", "user_id", "timestamp"]])
     except MemoryError:
-        rows = -1
+        rows, error = -1, "MemoryError"
 else:
     import pandas as pd
     t, c = time.perf_counter(), cpu()
     df = pd.read_csv(path)  # SUBER: read the whole file, then keep Id, Title, User_id, review/score
     df = df[["Id", "Title", "User_id", "review/score", "review/time"]].dropna(subset=["User_id"])
     rows = len(df)
-print(json.dumps({"seconds": time.perf_counter() - t, "cpu": cpu() - c, "rows": rows,
+print(json.dumps({"seconds": time.perf_counter() - t, "cpu": cpu() - c, "rows": rows, "error": error,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -202,8 +203,11 @@ def _compare(size: int, ours_run, base_run) -> None:
     ours, base = ours_run(), base_run()
     print(f"load average (1 min) before/after: {load:.2f} / {os.getloadavg()[0]:.2f}")
     for name, r in (("suber-data", ours), ("pandas", base)):
-        if r["rows"] < 0:
-            print(f"{name}: did not finish: {r.get('error', '')[-200:]}")
+        if r["rows"] < 0:  # seconds, CPU and peak are those until it failed (nan when the process died)
+            print(
+                f"{name}: did not finish after {r['seconds']:.2f} s ({r.get('cpu', float('nan')):.2f} s CPU), "
+                f"{r['peak_mb']:,.0f} MB peak: {(r.get('error') or '')[-200:]}"
+            )
             continue
         print(
             f"{name}: {r['seconds']:.2f} s ({r['cpu']:.2f} s CPU, {size / 1e6 / r['seconds']:,.0f} MB/s of input), "
