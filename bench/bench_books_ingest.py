@@ -4,15 +4,17 @@
     python bench/bench_books_ingest.py --scale 1       # the real size: 3,000,000 reviews (~2.9 GB)
     python bench/bench_books_ingest.py --amazon2023-rows 29000000   # + Amazon 2023 Books.jsonl.gz (its real row count)
 
-Kaggle: load_ratings (DuckDB read_csv) against pandas read_csv. Amazon Reviews 2023: load_reviews (DuckDB
-read_json over the gzip file, in a database file under a 1 GB memory limit, as the build runs it) against
-pandas read_json(lines=True) of the whole file (the pandas child runs under an address-space cap, --pandas-cap-gb,
-so that it fails instead of swapping the machine); --amazon2023-rows 0 skips that half.
+Both suber-data readers run as the build runs them (profiles.work_connection: a database file under the
+1 GB memory limit). Kaggle: load_ratings (DuckDB read_csv) against pandas read_csv. Amazon Reviews 2023:
+load_reviews (DuckDB read_json over the gzip file) against pandas read_json(lines=True) of the whole file (the
+pandas child runs under an address-space cap, --pandas-cap-gb, so that it fails instead of swapping the
+machine); --amazon2023-rows 0 skips that half.
 
-The input is GENERATED once into --cache (outside the repo) in the exact Kaggle format: the real header, and
-records recombined from the real reviews in ../shared/data/books_sources (their titles, users, scores and
-review texts, multi-line quoting included), so row size and shape follow the real file. Each side runs in a
-fresh subprocess; time excludes imports, peak memory is the child's ru_maxrss (imports included).
+The inputs are GENERATED once into --cache (outside the repo): the Kaggle file in its exact format (the real
+header, records recombined from the real reviews in ../shared/data/books_sources: titles, users, scores and
+review texts, multi-line quoting included), the 2023 file in its review shape (generate_2023). Each side runs
+in a fresh subprocess, one after the other; time and CPU time exclude imports, peak memory is the child's
+ru_maxrss (imports included); the load average is printed with the figures.
 """
 
 from __future__ import annotations
