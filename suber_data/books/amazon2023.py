@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from suber_data.errors import InputError
-from suber_data.sources.registry import Release, register
+from suber_data.sources.registry import Composite, Release, register, register_composite
 
 BASE = "https://mcauleylab.ucsd.edu/public_datasets/data/amazon_2023/raw"
 REVIEWS = register(
@@ -31,6 +31,14 @@ META = register(
         f"{BASE}/meta_categories/meta_Books.jsonl.gz",
         "amazon2023",
         description="Amazon Reviews 2023, Books item metadata (JSON lines, gzip; not pinned)",
+    )
+)
+BOOKS = register_composite(
+    Composite(
+        "amazon2023-books",
+        "books",
+        (META.name, REVIEWS.name),
+        description="Amazon Reviews 2023 Books: meta_Books.jsonl.gz and Books.jsonl.gz, built together",
     )
 )
 

@@ -7,15 +7,21 @@ what was built does no work. The catalog step is shared by every domain (artifac
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
+from suber_data import settings
 from suber_data.artifacts import fingerprint, read_manifest, record_step, sha256_file, step_is_current, write_json
 from suber_data.artifacts.catalog import build_dataset_catalog
 from suber_data.artifacts.schemas import BOOK_ITEMS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepResult, cache_step_done, cache_work_dir
+from suber_data.books.amazon2023 import BOOKS as BOOKS_2023
+from suber_data.books.amazon2023 import META, REVIEWS
+from suber_data.books.kaggle import BOOK_COLUMNS, FIX, RATING_COLUMNS, check_columns
 from suber_data.books.profiles import build_book_tables
 from suber_data.errors import InputError
-from suber_data.sources import Release, extract_zip, fetch, get_release, register
+from suber_data.sources import Release, cached_path, extract_zip, fetch, get_release, register
 from suber_data.sources.kaggle import fetch_kaggle
 
 BOOKS_FILE = "books_data.csv"
@@ -32,8 +38,8 @@ SAMPLE = register(
     )
 )
 
-# Amazon Reviews 2023 Books: two registered files (amazon2023.py) built together under one release name.
-AMAZON2023 = "amazon2023-books"
+# Amazon Reviews 2023 Books: two registered files built together under one release name (amazon2023.py).
+AMAZON2023 = BOOKS_2023.name
 
 __all__ = ["AMAZON2023", "SAMPLE", "build_dataset_catalog", "build_items_and_ratings", "build_kaggle", "build_source"]
 
@@ -51,8 +57,6 @@ def build_amazon2023(*, progress: bool | None = None) -> StepResult:
     """Fetch meta_Books.jsonl.gz and Books.jsonl.gz (cache, mirror, then origin); the result's done.json names them.
 
     The files are not pinned, so the fingerprint is their content hash (the cache stores each file under it)."""
-    from suber_data.books.amazon2023 import META, REVIEWS
-
     paths = {"meta": fetch(META, progress=progress), "reviews": fetch(REVIEWS, progress=progress)}
     hashes = {k: sha256_file(v) if v.parent.parent.name != "sha256" else v.parent.name for k, v in paths.items()}
     fp = fingerprint("amazon2023-books", SCHEMA_VERSION, META.url, REVIEWS.url, hashes)
@@ -71,23 +75,67 @@ def build_amazon2023(*, progress: bool | None = None) -> StepResult:
 
 # -- 1. the Kaggle release ------------------------------------------------------------------------------
 def build_kaggle(release_name: str, *, progress: bool | None = None) -> StepResult:
-    """Fetch, verify and extract a books release; the result's path holds books_data.csv and Books_rating.csv."""
+    """Fetch, verify and extract a books release; the result's path holds books_data.csv and Books_rating.csv.
+
+    A local SUBER_DATA_MIRROR folder may hold the two CSVs unzipped (as Kaggle's page downloads them) instead of
+    the zip; the zip wins when both are there."""
     release = get_release(release_name)
     fp = fingerprint("kaggle-books", SCHEMA_VERSION, release.url, release.sha256 or release.md5)
     work = cache_work_dir("kaggle-books", fp)
     if (done := cache_step_done(work)) is not None:
         return StepResult("kaggle-books", fp, True, done["counts"], work)
-    archive = (
-        fetch_kaggle(release, progress=progress) if release.meta.get("kaggle") else fetch(release, progress=progress)
-    )
+    folder = _mirror_csvs(release)
+    source = _copy_csvs(release, folder, work) if folder else _extract_zip(release, work, progress)
+    counts = {name: (work / name).stat().st_size for name in (BOOKS_FILE, RATINGS_FILE)}
+    write_json(work / "done.json", {"counts": counts, "source": source, "release": release.name})
+    return StepResult("kaggle-books", fp, False, counts, work)
+
+
+def _extract_zip(release: Release, work: Path, progress: bool | None) -> dict:
+    """Fetch the release's zip (cache, mirror, origin), extract it into ``work``; return its manifest entry."""
+    fetcher = fetch_kaggle if release.meta.get("kaggle") else fetch
+    archive = fetcher(release, progress=progress)
     extract_zip(archive, work)
     missing = [name for name in (BOOKS_FILE, RATINGS_FILE) if not (work / name).exists()]
     if missing:
         raise InputError(f"{archive}: no {missing[0]} inside; a books release holds {BOOKS_FILE} and {RATINGS_FILE}")
-    counts = {name: (work / name).stat().st_size for name in (BOOKS_FILE, RATINGS_FILE)}
-    source = {release.filename: {**release.describe(), "size": archive.stat().st_size, "sha256": sha256_file(archive)}}
-    write_json(work / "done.json", {"counts": counts, "source": source, "release": release.name})
-    return StepResult("kaggle-books", fp, False, counts, work)
+    return {release.filename: {**release.describe(), "size": archive.stat().st_size, "sha256": sha256_file(archive)}}
+
+
+def _mirror_csvs(release: Release) -> Path | None:
+    """The mirror folder when it holds a Kaggle release's CSVs unzipped and neither the cache nor it has the zip.
+    Only for Kaggle's unpinned zip: a pinned release is checked against its checksum, which CSVs cannot match."""
+    mirror = settings.mirror()
+    if not release.meta.get("kaggle") or not mirror or mirror.startswith(("http://", "https://")):
+        return None
+    if cached_path(release) is not None:
+        return None
+    folder = Path(mirror).expanduser()
+    present = [name for name in (BOOKS_FILE, RATINGS_FILE) if (folder / name).is_file()]
+    if not present or (folder / release.filename).exists():
+        return None
+    if len(present) == 1:
+        missing = RATINGS_FILE if present == [BOOKS_FILE] else BOOKS_FILE
+        raise InputError(
+            f"{folder}: has {present[0]} but not {missing}; put both CSVs of the Kaggle dataset ({BOOKS_FILE}, "
+            f"{RATINGS_FILE}) in that folder, or the zip named {release.filename}"
+        )
+    return folder
+
+
+def _copy_csvs(release: Release, folder: Path, work: Path) -> dict:
+    """Check both headers, copy the CSVs into ``work`` (each via a temporary name), return their manifest entries."""
+    for name, columns in ((BOOKS_FILE, BOOK_COLUMNS), (RATINGS_FILE, RATING_COLUMNS)):
+        check_columns(folder / name, columns, FIX[name])
+    work.mkdir(parents=True, exist_ok=True)
+    source = {}
+    for name in (BOOKS_FILE, RATINGS_FILE):
+        tmp = work / f"{name}.part"
+        shutil.copyfile(folder / name, tmp)
+        os.replace(tmp, work / name)
+        source[name] = {**release.describe(), "url": str(folder / name), "size": (work / name).stat().st_size,
+                        "sha256": sha256_file(work / name)}  # fmt: skip
+    return source
 
 
 # -- 2. items and ratings -------------------------------------------------------------------------------

@@ -14,6 +14,10 @@ import duckdb
 
 from suber_data.errors import InputError
 
+FIX = {  # what to do when a file is not the Kaggle one
+    "books_data.csv": "use books_data.csv from the Kaggle 'Amazon Books Reviews' dataset",
+    "Books_rating.csv": "use Books_rating.csv from the Kaggle 'Amazon Books Reviews' dataset",
+}
 BOOK_COLUMNS = (
     "Title",
     "description",
@@ -40,6 +44,9 @@ RATING_COLUMNS = (
 )
 
 
+_BAD_SCORE = "suber-data: review/score outside 1..5"
+
+
 def _read_csv(path: Path, columns: tuple[str, ...], *, parallel: bool = False) -> str:
     # No sniffing (it gives up on long multi-line reviews): the header is checked first, then every
     # column is read as text and typed in SQL, so a bad value is reported by field, not by the sniffer.
@@ -54,7 +61,7 @@ def _sql_path(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _check_columns(path: Path, expected: tuple[str, ...], fix: str) -> None:
+def check_columns(path: Path, expected: tuple[str, ...], fix: str) -> None:
     try:
         with path.open(newline="", encoding="utf-8") as f:
             found = next(csv.reader(f), [])
@@ -74,11 +81,11 @@ def python_list(column: str) -> str:
 def load_books(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_books") -> int:
     """Create ``table`` from books_data.csv with ``book_id`` = the record's 0-based position; return rows."""
     path = Path(path)
-    _check_columns(path, BOOK_COLUMNS, "use books_data.csv from the Kaggle 'Amazon Books Reviews' dataset")
+    check_columns(path, BOOK_COLUMNS, FIX["books_data.csv"])
     # A single-threaded insert keeps rowid in file order: rowid is SUBER's book_id (the pandas index).
     con.execute("SET preserve_insertion_order = true")
     con.execute(
-        f"""CREATE TABLE {table} AS SELECT Title, description, authors, publisher, publishedDate, categories
+        f"""CREATE TEMP TABLE {table} AS SELECT Title, description, authors, publisher, publishedDate, categories
             FROM {_read_csv(path, BOOK_COLUMNS)}"""
     )
     con.execute(f"ALTER TABLE {table} ADD COLUMN book_id INTEGER")
@@ -92,24 +99,27 @@ def load_ratings(con: duckdb.DuckDBPyConnection, path: Path, table: str = "raw_r
     A score outside 1..5 (or not a number) fails with the file, the CSV record number and the field.
     """
     path = Path(path)
-    _check_columns(path, RATING_COLUMNS, "use Books_rating.csv from the Kaggle 'Amazon Books Reviews' dataset")
+    check_columns(path, RATING_COLUMNS, FIX["Books_rating.csv"])
     score = 'TRY_CAST("review/score" AS DOUBLE)'
-    con.execute(
-        f"""CREATE TABLE {table} AS SELECT "Id" AS id, Title AS title, User_id AS user_id, {score} AS score,
-                TRY_CAST("review/time" AS BIGINT) AS time,
-                ("review/score" IS NOT NULL AND {score} IS DISTINCT FROM least(5, greatest(1, {score})))::BOOLEAN AS bad
-            FROM {_read_csv(path, RATING_COLUMNS, parallel=True)}"""
+    bad = f'"review/score" IS NOT NULL AND {score} IS DISTINCT FROM least(5, greatest(1, {score}))'
+    try:
+        # One parallel pass: the check raises inside the scan (no second pass over a flag column), and
+        # CREATE TABLE AS returns its row count.
+        return con.execute(
+            f"""CREATE TEMP TABLE {table} AS SELECT "Id" AS id, Title AS title, User_id AS user_id,
+                    {score} AS score, TRY_CAST("review/time" AS BIGINT) AS time
+                FROM {_read_csv(path, RATING_COLUMNS, parallel=True)}
+                WHERE CASE WHEN {bad} THEN error('{_BAD_SCORE}') ELSE true END"""
+        ).fetchall()[0][0]
+    except duckdb.Error as exc:
+        if _BAD_SCORE not in str(exc):
+            raise
+    # Rare: a second, ordered pass numbers the records to name the first bad one.
+    record, value = con.execute(
+        f"""SELECT record, "review/score" FROM (SELECT row_number() OVER () AS record, "review/score"
+                                              FROM {_read_csv(path, RATING_COLUMNS)})
+            WHERE {bad} ORDER BY record LIMIT 1"""
+    ).fetchall()[0]
+    raise InputError(
+        f"{path}: record {record} field 'review/score' = {value!r} is not a rating in 1..5; fix or drop that record"
     )
-    if con.execute(f"SELECT bool_or(bad) FROM {table}").fetchall()[0][0]:
-        # Rare: a second, ordered pass numbers the records to name the first bad one.
-        record, value = con.execute(
-            f"""SELECT record, s FROM (SELECT row_number() OVER () AS record, "review/score" AS s
-                                       FROM {_read_csv(path, RATING_COLUMNS)})
-                WHERE s IS NOT NULL AND TRY_CAST(s AS DOUBLE) IS DISTINCT FROM
-                      least(5, greatest(1, TRY_CAST(s AS DOUBLE)))
-                ORDER BY record LIMIT 1"""
-        ).fetchall()[0]
-        raise InputError(
-            f"{path}: record {record} field 'review/score' = {value!r} is not a rating in 1..5; fix or drop that record"
-        )
-    return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]

@@ -133,6 +133,12 @@ MEMORY_LIMIT = "1GB"  # DuckDB's own budget; joins, aggregates and sorts past it
 BATCH = 200_000  # rows per Parquet write: the tables reach the file without being held whole in memory
 
 
+def work_connection(spill: Path) -> duckdb.DuckDBPyConnection:
+    """The build's DuckDB: a database file in ``spill`` under MEMORY_LIMIT, spilling there (the benches use it too)."""
+    config = {"temp_directory": str(spill), "memory_limit": MEMORY_LIMIT, "preserve_insertion_order": True}
+    return duckdb.connect(str(spill / "work.duckdb"), config=config)
+
+
 def build_book_tables(books: Path, ratings: Path, out_dir: Path, profile: str = "default") -> dict[str, Any]:
     """Write ``items.parquet`` and ``ratings.parquet`` for books into ``out_dir``; return the counts.
 
@@ -145,9 +151,8 @@ def build_book_tables(books: Path, ratings: Path, out_dir: Path, profile: str = 
     out_dir = Path(out_dir)
     spill = out_dir / ".duckdb_spill"
     spill.mkdir(parents=True, exist_ok=True)
-    config = {"temp_directory": str(spill), "memory_limit": MEMORY_LIMIT, "preserve_insertion_order": True}
     try:
-        with duckdb.connect(str(spill / "work.duckdb"), config=config) as con:
+        with work_connection(spill) as con:
             counts = PROFILES[profile](con, Path(books), Path(ratings))
             for table, name, schema, order in (
                 ("book_items", "items.parquet", BOOK_ITEMS, "ORDER BY item_id"),

@@ -60,7 +60,7 @@ def print_json(value) -> None:
 @app.command("sources")
 def sources(as_json: AsJson = False) -> None:
     """Known releases: size, checksum and whether they are in the cache."""
-    from suber_data.sources import REGISTRY, cached_path
+    from suber_data.sources import COMPOSITES, REGISTRY, cached_path
 
     _load_all_sources()
     rows = []
@@ -79,6 +79,24 @@ def sources(as_json: AsJson = False) -> None:
                 "description": release.description,
             }
         )
+    for name, composite in COMPOSITES.items():  # built from several files: listed with the files it needs
+        parts = [REGISTRY[p] for p in composite.parts]
+        sizes = [r.size for r in parts]
+        rows.append(
+            {
+                "name": name,
+                "family": "composite",
+                "size": sum(sizes) if all(sizes) else None,
+                "checksum": "sha256" if all(r.sha256 for r in parts) else "unpinned",
+                "sha256": None,
+                "md5": None,
+                "url": None,
+                "parts": list(composite.parts),
+                "cached": all(cached_path(r) is not None for r in parts),
+                "description": f"{composite.description} (needs {' + '.join(composite.parts)})",
+            }
+        )
+    rows.sort(key=lambda row: row["name"])
     if as_json:
         print_json(rows)
         return

@@ -12,9 +12,9 @@ from suber_data import settings
 from suber_data.errors import SuberDataError
 from suber_data.pipelines.resources import EmbedderResource, LLMResource
 
-# The registry families each domain's corpus step reads, and release names built from several files.
+# The registry families each domain's corpus step reads (release names built from several files are the
+# registry's composites).
 RELEASE_FAMILIES = {"movies": {"movielens"}, "books": {"kaggle-books"}}
-COMPOSITE_RELEASES = {"books": {"amazon2023-books"}}
 # Modules that register each domain's releases (importing them fills the registry).
 RELEASE_MODULES = {
     "movies": ["suber_data.movies.corpus"],
@@ -24,12 +24,12 @@ RELEASE_MODULES = {
 
 def releases(domain: str) -> list[str]:
     """The release names `build <domain> --release` accepts, from the source registry."""
-    from suber_data.sources import REGISTRY
+    from suber_data.sources import COMPOSITES, REGISTRY
 
     for module in RELEASE_MODULES.get(domain, []):
         importlib.import_module(module)
     names = {name for name, r in REGISTRY.items() if r.family in RELEASE_FAMILIES.get(domain, set())}
-    return sorted(names | COMPOSITE_RELEASES.get(domain, set()))
+    return sorted(names | {name for name, c in COMPOSITES.items() if c.domain == domain})
 
 
 def shown(o, field: str, value) -> str:
@@ -43,7 +43,9 @@ def shown(o, field: str, value) -> str:
 
 def check_options(o) -> None:
     """Raise a one-line SuberDataError naming the first bad setting of ``o`` (a BuildOptions) and its fix."""
-    known = releases(o.domain)
+    from suber_data.sources import COMPOSITES
+
+    known = releases(o.domain)  # imports the modules that register the releases and composites
     if o.release not in known:
         raise SuberDataError(
             f"{shown(o, 'release', o.release)}: not a {o.domain} release; choose one of: {', '.join(known)} "
@@ -55,7 +57,7 @@ def check_options(o) -> None:
         raise SuberDataError(f"{shown(o, 'seed', o.seed)}: must be 0 or more")
     if o.tmdb_rate is not None and o.tmdb_rate <= 0:
         raise SuberDataError(f"{shown(o, 'tmdb_rate', o.tmdb_rate)}: must be a positive number of requests per second")
-    if o.profile == "suber" and o.release in COMPOSITE_RELEASES.get(o.domain, set()):
+    if o.profile == "suber" and o.release in COMPOSITES:
         raise SuberDataError(
             f"{shown(o, 'profile', o.profile)}: defined on the Kaggle files, not on {o.release!r}; "
             "drop the profile or use the release kaggle-amazon-books"

@@ -65,5 +65,5 @@ def fetch_kaggle(release: Release, *, progress: bool | None = None) -> Path:
             raise SourceError(
                 f"{exc}. No Kaggle credentials: set KAGGLE_USERNAME and KAGGLE_KEY (or put kaggle.json in "
                 f"~/.kaggle), or download https://www.kaggle.com/datasets/{slug} by hand and put the zip, named "
-                f"{release.filename}, in the folder named by SUBER_DATA_MIRROR"
+                f"{release.filename}, in the folder named by SUBER_DATA_MIRROR (or the CSVs it holds, unzipped)"
             ) from None

@@ -48,6 +48,24 @@ def register(release: Release) -> Release:
     return release
 
 
+@dataclass(frozen=True)
+class Composite:
+    """A release name that a build accepts and that stands for several registered files fetched together."""
+
+    name: str
+    domain: str  # the `build <domain> --release` that takes it
+    parts: tuple[str, ...]  # names of registered Releases
+    description: str = ""
+
+
+COMPOSITES: dict[str, Composite] = {}
+
+
+def register_composite(composite: Composite) -> Composite:
+    COMPOSITES[composite.name] = composite
+    return composite
+
+
 def get_release(name: str) -> Release:
     try:
         return REGISTRY[name]

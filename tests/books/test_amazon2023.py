@@ -123,9 +123,18 @@ def test_amazon2023_release_builds_items_and_ratings_through_the_download_path(t
     monkeypatch.setenv("SUBER_DATA_MIRROR", str(_corpus_files(tmp_path / "mirror")))
     monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
     monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / "cache"))
+
+    def listed() -> dict:
+        rows = json.loads(CliRunner().invoke(app, ["sources", "--json"]).stdout)
+        return next(row for row in rows if row["name"] == "amazon2023-books")
+
+    before = listed()  # `suber-data sources` lists the composite release with the files it needs
+    assert before["parts"] == ["amazon2023-books-meta", "amazon2023-books-reviews"] and before["cached"] is False
     args = ["build", "books", "--release", "amazon2023-books", "--only", "items", "--data-dir", str(tmp_path / "d")]
     run = CliRunner().invoke(app, args)
     assert run.exit_code == 0, run.output
+    assert listed()["cached"] is True  # both files are in the cache now
+    assert "amazon2023-books " in CliRunner().invoke(app, ["sources"]).stdout
     folder = tmp_path / "d" / "books" / "amazon2023-books"
     items = pq.read_table(folder / "items.parquet")
     assert items.schema.equals(BOOK_ITEMS)

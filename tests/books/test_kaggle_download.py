@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from suber_data.books.corpus import SAMPLE, build_items_and_ratings, build_kaggle
-from suber_data.errors import SourceError
+from suber_data.errors import InputError, SourceError
 from suber_data.resources import asset_path
 from tests.support.kaggle_server import KaggleServer
 
@@ -63,4 +63,40 @@ def test_mirror_folder_needs_no_credentials(kaggle, tmp_path, monkeypatch):
     shutil.copyfile(tmp_path / "srv" / SLUG, tmp_path / "mirror" / "amazon-books-reviews.zip")
     monkeypatch.setenv("SUBER_DATA_MIRROR", str(tmp_path / "mirror"))
     assert (build_kaggle("kaggle-amazon-books", progress=False).path / "Books_rating.csv").exists()
+    assert kaggle.requests == 0
+
+
+def _unzipped(tmp_path, *names):
+    """The sample zip's CSVs, unzipped into tmp_path/csvs as Kaggle's page gives them."""
+    import zipfile
+
+    folder = tmp_path / "csvs"
+    with zipfile.ZipFile(tmp_path / "srv" / SLUG) as z:
+        for name in names:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(z.read(name))
+    return folder
+
+
+def test_mirror_folder_may_hold_the_two_csvs_unzipped(kaggle, tmp_path, monkeypatch):
+    monkeypatch.setenv("SUBER_DATA_MIRROR", str(_unzipped(tmp_path, "books_data.csv", "Books_rating.csv")))
+    result = build_kaggle("kaggle-amazon-books", progress=False)
+    assert kaggle.requests == 0 and result.skipped is False
+    counts = build_items_and_ratings(tmp_path / "ds", "kaggle-amazon-books", result, profile="suber").counts
+    assert counts["items"] == 3 and counts["ratings"] == 165  # the same rows as through the zip
+    sources = json.loads((tmp_path / "ds" / "manifest.json").read_text())["sources"]
+    assert set(sources) == {"books_data.csv", "Books_rating.csv"}
+    rating = sources["Books_rating.csv"]
+    assert rating["size"] == (tmp_path / "csvs" / "Books_rating.csv").stat().st_size and len(rating["sha256"]) == 64
+    assert not list(result.path.glob("*.part"))
+
+
+def test_mirror_folder_with_one_csv_or_a_wrong_header_says_which_file_goes_where(kaggle, tmp_path, monkeypatch):
+    folder = _unzipped(tmp_path, "books_data.csv")
+    monkeypatch.setenv("SUBER_DATA_MIRROR", str(folder))
+    with pytest.raises(InputError, match=r"has books_data\.csv but not Books_rating\.csv; put both CSVs"):
+        build_kaggle("kaggle-amazon-books", progress=False)
+    (folder / "Books_rating.csv").write_text("Id,Title,score\n1,A,5\n")
+    with pytest.raises(InputError, match=r"Books_rating\.csv: missing column 'Price'.*use Books_rating\.csv from"):
+        build_kaggle("kaggle-amazon-books", progress=False)
     assert kaggle.requests == 0

@@ -137,6 +137,25 @@ def test_rating_out_of_range_names_record_and_field(tmp_path):
     assert not any((tmp_path / "out").iterdir())
 
 
+def test_bad_score_deep_in_a_parallel_scan_names_its_record(tmp_path):
+    """~40 MB of multi-line reviews: DuckDB splits the scan over several buffers and threads; the check raised
+    inside that scan still leads to the record's number (records, not lines: each text spans three lines)."""
+    import duckdb
+
+    from suber_data.books.kaggle import load_ratings
+
+    text = 'first line\nsecond, "quoted" line\n' + "x" * 900
+    rows = [{**_review(f"T{i}", f"u{i}", "4.0"), "review/text": text} for i in range(40_000)]
+    path = _write(tmp_path / "Books_rating.csv", RATING_COLUMNS, rows)
+    with duckdb.connect() as con:
+        assert load_ratings(con, path) == 40_000
+        assert con.sql("SELECT count(DISTINCT title), sum(score) FROM raw_ratings").fetchall() == [(40_000, 160_000.0)]
+    rows[36_999]["review/score"] = "five"
+    _write(path, RATING_COLUMNS, rows)
+    with duckdb.connect() as con, pytest.raises(InputError, match=r"record 37000 field 'review/score' = 'five'"):
+        load_ratings(con, path)
+
+
 def test_default_profile_fixes_title_merge_duplicate_reviews_and_html(tmp_path):
     books, ratings = constructed(tmp_path)
     rows = list(csv.DictReader(books.open(encoding="utf-8", newline="")))
