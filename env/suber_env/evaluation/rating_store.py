@@ -25,7 +25,6 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +37,7 @@ from .stats import cold_requests
 
 _FIELDS = ("users", "items", "hist_items", "hist_ratings", "seen")
 _DTYPES = (np.int64, np.int64, np.int64, np.float64, np.int64)
+_OPERATIONAL = {"base_url", "api_key_env", "timeout", "connect_timeout", "max_attempts", "backoff", "max_backoff"}
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,13 @@ class RaterSpec:
     options: dict = field(default_factory=dict)
 
     def fingerprint(self) -> str:
-        """What the ratings depend on among the settings (a model object counts by its name or path)."""
+        """What the ratings depend on among the settings (a model object counts by its name or path); where
+        and how patiently an openai server is asked is not among them (a restarted or moved server of the
+        same model keeps the blocks)."""
         shown = {}
         for k, v in sorted(self.options.items()):
+            if k in _OPERATIONAL:
+                continue
             if isinstance(v, (str, int, float, bool, type(None))):
                 shown[k] = v
             else:
@@ -238,8 +242,3 @@ def _file_digest(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def plain_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The settings that travel to another process as they are (no model objects)."""
-    return {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}

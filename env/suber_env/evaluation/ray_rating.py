@@ -113,7 +113,7 @@ def worker_spec(spec: RaterSpec, options: RayOptions) -> RaterSpec:
     bad = [k for k in ("model", "tokenizer") if k in spec.options and not isinstance(spec.options[k], str)]
     if bad:
         raise ValueError(
-            f"--ray: the {spec.kind} rater was given a {' and '.join(bad)} object, which cannot travel to the "
+            f"--ray: the {spec.kind} rater was given {' and '.join(bad)} as objects, which cannot travel to the "
             "workers; pass the model's path instead (--model PATH, or path=... in Python)"
         )
     opts = dict(spec.options)
@@ -126,8 +126,8 @@ def rate_on_ray(store: RatingStore, blocks: list[Block], options: RayOptions) ->
     """Rate ``blocks`` on the cluster; each finished block is written to ``store`` as it comes back."""
     if not blocks:
         return
-    ray = connect(options)
     spec = worker_spec(store.spec, options)
+    ray = connect(options)
     secrets = {}
     if spec.kind == "openai":  # the key travels inside the actor's arguments, never in logs or the runtime env
         name = spec.options.get("api_key_env", "OPENAI_API_KEY")
