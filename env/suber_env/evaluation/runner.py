@@ -1,4 +1,5 @@
-"""``evaluate``: run the suite for one rater and the random control, then write the report."""
+"""``evaluate``: run the suite for one rater (plan, rate the missing blocks, score: rating_store.py) and the
+controls, then write the report."""
 
 from __future__ import annotations
 
