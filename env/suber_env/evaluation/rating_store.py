@@ -185,6 +185,9 @@ class RatingStore:
 
     def read(self, block: Block) -> np.ndarray:
         path = self.path(block)
+        if not path.exists():  # the scoring pass asked for requests the planning pass did not see
+            raise RuntimeError(f"{path}: no rating block for these requests; the suite's requests changed between "
+                               "its planning and scoring passes (a bug in suber_env, please report it)")  # fmt: skip
         try:
             t = pq.read_table(path)
             probs = t.column("probs").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
