@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml env/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[ml,dev,ray]' -e './env[llm,openai,rl,eval]'
+	$(BIN)/python -m pip install -q -e '.[ml,dev,ray]' -e './env[llm,openai,rl,eval,ray]'
 	touch $(STAMP)
 
 # The offline demo: both packaged sample releases end to end, no network (SUBER_DATA_OFFLINE=1).

@@ -1,4 +1,4 @@
-"""Scale-out on Ray: users/s and texts/s with 1 and 2 Ray workers against the single-process path, same machine.
+"""Scale-out on Ray: users/s, texts/s and ratings/s with 1 and 2 Ray workers against one process, same machine.
 
 A two-node Ray cluster on this machine (`ray start --head` and `ray start --address`, one CPU each, as the
 tests start it) runs:
@@ -9,7 +9,10 @@ tests start it) runs:
    starts every worker: the rate once the workers are up);
 2. descriptions: U users with SmolLM2-135M-Instruct (batch 2, one block per 2 users): single process (one
    thread) against 1 and 2 workers; users/s, cold and marginal as above;
-3. overhead: the template backend (no model: the cost is Ray's) on 2,000 users, as 2 blocks and as 200 blocks
+3. evaluation: the fidelity suite's ratings (`suber-env evaluate`, its similarity case: N cold requests) with
+   SmolLM2-135M-Instruct through the TransformersRater, in blocks of 8: single process (one torch thread, then
+   two) against 1 and 2 Ray workers; ratings/s, cold and marginal as above;
+4. overhead: the template backend (no model: the cost is Ray's) on 2,000 users, as 2 blocks and as 200 blocks
    of 10, best of 3: the fixed cost of a Ray step and the added cost per block.
 
 On a 2-core machine, 2 workers can at best double one worker; the single process with two threads is the
@@ -198,6 +201,47 @@ def overhead(cluster: Cluster, work: Path, users: int = 2000, repeat: int = 3) -
     print(f"  added cost per block (({many} blocks - {few} blocks) / {many - few}): {per_block * 1000:.1f} ms")
 
 
+def evaluation(cluster: Cluster, work: Path, n: int) -> None:
+    """ratings/s of the evaluation suite's rating blocks; the Ray rows must give the single process's numbers."""
+    import ray
+    import torch
+
+    sys.path.insert(0, str(ROOT / "env" / "tests"))
+    from bench_evaluation import build_sample
+    from conftest import SMOLLM2_GGUF, smollm2_dir
+    from suber_env.evaluation import evaluate
+    from suber_env.evaluation.ray_rating import RayOptions, connect
+
+    ray.shutdown()  # reconnect the way suber_env does: its source goes to the workers
+    connect(RayOptions(cluster.address))
+    sample = build_sample(work / "sample")
+    block = 8
+    settings = dict(suite=("similarity",), controls=(), block_size=block, path=str(smollm2_dir()))
+    settings |= dict(gguf_file=SMOLLM2_GGUF, device="cpu")
+    results = {}
+
+    def run(k: int, label: str, options: RayOptions | None) -> float:
+        out = work / f"eval-{label}-{k}"
+        seconds = timed(lambda: results.setdefault((label, k), evaluate(sample, "transformers", out, pairs=k,
+                                                                        ray=options, **settings)))  # fmt: skip
+        return seconds
+
+    rows = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        label = f"single{threads}"
+        rows.append((f"single process, {threads} torch thread(s)", run(block, label, None), block, run(n, label, None)))
+    torch.set_num_threads(1)
+    for workers in (1, 2):
+        options = RayOptions(cluster.address, workers=workers)
+        small = block * workers  # one block per worker: every actor starts
+        label = f"ray{workers}"
+        rows.append((f"Ray, {workers} worker(s)", run(small, label, options), small, run(n, label, options)))
+    report(f"evaluation: {n} ratings, SmolLM2-135M, CPU, blocks of {block}", rows, n, "ratings")
+    same = all(results[(f"ray{w}", n)]["results"] == results[("single1", n)]["results"] for w in (1, 2))
+    print(f"  Ray rows give the single process's (1 thread) numbers: {'yes' if same else 'NO'}")
+
+
 def report(title: str, rows: list[tuple[str, float, int, float]], n: int, unit: str) -> None:
     """rows: (label, seconds of a small run, its size, seconds of the full run of ``n``)."""
     print(f"\n{title}")
@@ -216,12 +260,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--texts", type=int, default=2048)
     parser.add_argument("--users", type=int, default=12)
-    parser.add_argument("--quick", action="store_true", help="1024 texts, 4 users")
+    parser.add_argument("--ratings", type=int, default=48, help="evaluation part: ratings per full run")
+    parser.add_argument("--quick", action="store_true", help="1024 texts, 4 users, 16 ratings")
     parser.add_argument("--skip-llm", action="store_true", help="no SmolLM2 part")
-    parser.add_argument("--parts", default="overhead,embeddings,descriptions", help="comma-separated parts to run")
+    parser.add_argument(
+        "--parts", default="overhead,embeddings,descriptions,evaluation", help="comma-separated parts to run"
+    )
     args = parser.parse_args()
     if args.quick:
-        args.texts, args.users = 1024, 4
+        args.texts, args.users, args.ratings = 1024, 4, 16
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     print(f"load average before: {os.getloadavg()[0]:.1f} (2 cores)")
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
@@ -235,6 +282,8 @@ def main() -> None:
                 embeddings(cluster, work, args.texts)
             if "descriptions" in parts and not args.skip_llm:
                 descriptions(cluster, work, args.users)
+            if "evaluation" in parts and not args.skip_llm:  # last: it reconnects the way suber_env does
+                evaluation(cluster, work, args.ratings)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)

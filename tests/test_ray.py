@@ -1,22 +1,18 @@
 """The description and embedding steps on a real Ray cluster on loopback: a head and a second node, each started
 by `ray start` as its own process (one CPU each), results compared with the single-process build.
 
-The cluster is the module's (about 20 s to start); each test drives it through ``suber_data.scale.RayRunner``.
-Teardown ends the two `ray start --block` process groups this module started, by their ids (``ray stop`` would
-end every Ray process on the machine).
+The cluster is the module's (about 20 s to start, tests/support/ray_cluster.py); each test drives it through
+``suber_data.scale.RayRunner``.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -31,107 +27,16 @@ from tests.descriptions.openai_server import OpenAIServer
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'suber-data[ray]'")
 
 from suber_data.scale import RayRunner  # noqa: E402 - after the skip
+from tests.support.ray_cluster import loopback_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Cluster:
-    address: str
-    temp: Path
-    processes: list[subprocess.Popen] = field(default_factory=list)
-
-    def runner(self, **options) -> RayRunner:
-        return RayRunner(address=self.address, **options)
-
-    def actor_pids(self, name: str) -> list[int]:
-        """Worker processes of this cluster whose title names ``name`` (children of its raylets)."""
-        groups = {p.pid for p in self.processes}
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                title = (entry / "cmdline").read_bytes().decode(errors="replace")
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                parent_group = os.getpgid(parent)
-            except (OSError, ValueError, IndexError):
-                continue
-            if name in title and parent_group in groups:
-                found.append(int(entry.name))
-        return found
-
-
-def _start(cluster: Cluster, args: list[str], log: Path) -> subprocess.Popen:
-    command = [
-        str(Path(sys.executable).with_name("ray")), "start", *args, "--node-ip-address", "127.0.0.1",
-        "--num-cpus", "1", "--temp-dir", str(cluster.temp), "--disable-usage-stats", "--block",
-        "--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
-    ]  # fmt: skip
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    cluster.processes.append(process)
-    return process
-
-
-def _stop(cluster: Cluster) -> None:
-    for process in reversed(cluster.processes):
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-    for process in cluster.processes:
-        try:
-            process.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
-    port = free_port()
-    c = Cluster(f"127.0.0.1:{port}", temp)
-    # Ray 2.60 turns token authentication on for `ray start` when ~/.ray/auth_token exists (a local
-    # `ray.init()` writes one) but not for a driver that connects: say it for both, loopback needs none.
-    auth_mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    try:
-        head = _start(
-            c,
-            ["--head", "--port", str(port), "--include-dashboard=false", "--ray-client-server-port", str(free_port())],
-            temp / "head.log",
-        )
-        deadline = time.time() + 90
-        while time.time() < deadline and head.poll() is None:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"the Ray head did not start: {(temp / 'head.log').read_text()[-2000:]}")
-        _start(c, ["--address", c.address], temp / "node.log")
-        c.runner().connect()
-        while time.time() < deadline and sum(n["Alive"] for n in ray.nodes()) < 2:
-            time.sleep(0.5)
-        assert sum(n["Alive"] for n in ray.nodes()) == 2, (temp / "node.log").read_text()[-2000:]
+    with loopback_cluster(lambda address: RayRunner(address=address).connect()) as c:
         yield c
-    finally:
-        ray.shutdown()
-        _stop(c)
-        import shutil
-
-        shutil.rmtree(temp, ignore_errors=True)
-        if auth_mode is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = auth_mode
 
 
 def table(path: Path, drop: tuple[str, ...] = ("seconds",)):

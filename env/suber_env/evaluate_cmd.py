@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from .evaluation import SUITE, evaluate
+from .evaluation.ray_rating import RayOptions, RayRunError
 from .evaluation.runner import CONTROLS
 
 
@@ -33,6 +34,15 @@ def evaluate_command(
     people_history: int = typer.Option(20, help="latest training ratings put in each real user's memory"),
     people_retrieval: str = typer.Option("recent", help="retrieval mode of the real-people test"),
     control: list[str] = typer.Option(["random"], help=f"control raters: {' | '.join(CONTROLS)} (repeat)"),
+    block_size: int = typer.Option(
+        256, help="rating requests per stored block (OUT/ratings/RATER/); a rerun rates only the blocks not yet stored"
+    ),
+    ray: str = typer.Option(
+        None, help="rate the blocks on a Ray cluster: auto | HOST:PORT | ray://HOST:10001 | local (docs/scale-out.md)"
+    ),
+    ray_workers: int = typer.Option(None, help="Ray actors (default: as many as the cluster's CPUs or GPUs hold)"),
+    ray_cpus_per_actor: float = typer.Option(1.0, help="CPUs per Ray actor"),
+    ray_gpus_per_actor: float = typer.Option(0.0, help="GPUs per Ray actor (a transformers model goes to cuda)"),
 ) -> None:
     """Run SUBER's fidelity test cases with a rater and the random control; write metrics.json, report.md, plots."""
     kw: dict = {}
@@ -43,6 +53,7 @@ def evaluate_command(
     elif rater == "openai":
         kw.update(model=model, base_url=base_url)
     try:
+        where = RayOptions(ray, ray_workers, ray_cpus_per_actor, ray_gpus_per_actor) if ray else None
         res = evaluate(
             dataset,
             rater,
@@ -63,8 +74,16 @@ def evaluate_command(
             people_history=people_history,
             people_retrieval=people_retrieval,
             controls=tuple(control),
+            block_size=block_size,
+            ray=where,
             **kw,
         )
     except (ValueError, OSError) as e:
         raise typer.BadParameter(str(e)) from e
+    except RayRunError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+    r = res["ratings"]
+    typer.echo(f"ratings: {r['blocks']} blocks, {r['reused']} reused from {r['store']}, {r['rated']} rated"
+               + (f" on Ray ({ray})" if ray else ""), err=True)  # fmt: skip
     typer.echo((Path(res["out"]) / "report.md").read_text())

@@ -1,24 +1,31 @@
-"""``evaluate``: run the suite for one rater and the random control, then write the report."""
+"""``evaluate``: run the suite for one rater (plan, rate the missing blocks, score: rating_store.py) and the
+controls, then write the report."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from suber_env import Dataset, load_dataset, make_rater
+from suber_env import Dataset, load_dataset
+from suber_env.core import get_scale
 
 from .cases import genre_preference, high_low
 from .collections import collections
 from .people import real_people
 from .personas import Persona, genre_persona
+from .rating_store import Plan, Planned, RaterSpec, RatingStore, rate_here
 from .report import write_report
 from .similarity import rating_similarity
-from .stats import EchoRater, RandomRater, cold_requests
+from .stats import EchoRater, RandomRater
+
+if TYPE_CHECKING:
+    from .ray_rating import RayOptions
 
 SUITE = ("genre", "high_low", "similarity", "collections", "people")
 CONTROLS = ("random", "echo")
+RATERS = ("oracle", "transformers", "openai")
 
 
 def _scale_for(ds: Dataset) -> str:
@@ -39,44 +46,49 @@ def _dataset_personas(ds: Dataset) -> list[Persona]:
 def _run(ds: Dataset, make, folder: Path, suite, seed: int, sizes: dict) -> dict[str, dict]:
     out = {}
     for case in suite:
-        rng = np.random.default_rng([seed, SUITE.index(case)])  # each case draws the same items for every rater
-        if case == "genre":
-            out[case] = genre_preference(
-                ds, make, folder, rng, items_per_side=sizes["genre_items"], max_genres=sizes["max_genres"]
-            )
-        elif case == "high_low":
-            out[case] = high_low(
-                ds, make, folder, rng, personas=sizes["high_low_personas"], items=sizes["high_low_items"]
-            )
-        elif case == "similarity":
-            out[case] = rating_similarity(ds, make, folder, rng, _dataset_personas(ds), pairs=sizes["pairs"])
-        elif case == "collections":
-            out.update(
-                collections(
-                    ds,
-                    make,
-                    folder,
-                    rng,
-                    _dataset_personas(ds),
-                    users=sizes["collection_users"],
-                    max_collections=sizes["max_collections"],
-                    retrievals=sizes["retrievals"],
-                    k=sizes["k"],
-                )
-            )
-        elif case == "people":
-            out[case] = real_people(
+        try:
+            _run_case(ds, make, folder, case, seed, sizes, out)
+        except Planned:  # the planning pass: the case's requests are recorded, nothing to score
+            continue
+    return out
+
+
+def _run_case(ds: Dataset, make, folder: Path, case: str, seed: int, sizes: dict, out: dict) -> None:
+    rng = np.random.default_rng([seed, SUITE.index(case)])  # each case draws the same items for every rater
+    if case == "genre":
+        out[case] = genre_preference(
+            ds, make, folder, rng, items_per_side=sizes["genre_items"], max_genres=sizes["max_genres"]
+        )
+    elif case == "high_low":
+        out[case] = high_low(ds, make, folder, rng, personas=sizes["high_low_personas"], items=sizes["high_low_items"])
+    elif case == "similarity":
+        out[case] = rating_similarity(ds, make, folder, rng, _dataset_personas(ds), pairs=sizes["pairs"])
+    elif case == "collections":
+        out.update(
+            collections(
                 ds,
                 make,
                 folder,
                 rng,
-                users=sizes["people_users"],
-                holdout=sizes["people_holdout"],
-                history=sizes["people_history"],
-                retrieval=sizes["people_retrieval"],
+                _dataset_personas(ds),
+                users=sizes["collection_users"],
+                max_collections=sizes["max_collections"],
+                retrievals=sizes["retrievals"],
                 k=sizes["k"],
             )
-    return out
+        )
+    elif case == "people":
+        out[case] = real_people(
+            ds,
+            make,
+            folder,
+            rng,
+            users=sizes["people_users"],
+            holdout=sizes["people_holdout"],
+            history=sizes["people_history"],
+            retrieval=sizes["people_retrieval"],
+            k=sizes["k"],
+        )
 
 
 def evaluate(
@@ -99,11 +111,19 @@ def evaluate(
     people_history: int = 20,
     people_retrieval: str = "recent",
     controls: tuple[str, ...] = ("random",),
+    block_size: int = 256,
+    ray: str | RayOptions | None = None,
     **rater_kw,
 ) -> dict:
     """Run ``suite`` with ``rater`` (``oracle``, ``transformers`` or ``openai``; ``rater_kw`` go to
     :func:`suber_env.make_rater`) and the controls (``random``: uniform; ``echo``: the mean of the history
-    the prompt shows); write metrics.json, report.md and plots to ``out``."""
+    the prompt shows); write metrics.json, report.md and plots to ``out``.
+
+    The rater's ratings are kept in ``out/ratings/RATER/``, ``block_size`` requests per part (rating_store.py):
+    a rerun rates only the blocks not yet there. ``ray`` (an address, or ``RayOptions``) rates them on a Ray
+    cluster instead of this process (ray_rating.py), with the same results."""
+    if rater not in RATERS:
+        raise ValueError(f"unknown rater {rater!r}; choose from {', '.join(RATERS)}")
     unknown = set(suite) - set(SUITE)
     if unknown:
         raise ValueError(f"unknown test case(s) {sorted(unknown)}; choose from {', '.join(SUITE)}")
@@ -129,24 +149,26 @@ def evaluate(
         people_history=people_history,
         people_retrieval=people_retrieval,
     )
-    raters = {rater: lambda pds: make_rater(rater, pds, **rater_kw)}
-    if "random" in controls:
-        raters["random"] = lambda pds: RandomRater(make_rater("oracle", pds, scale=scale).scale)
-    if "echo" in controls:
-        raters["echo"] = lambda pds: EchoRater(make_rater("oracle", pds, scale=scale).scale)
-    results, prompt_hashes = {}, {}
-    for name, make in raters.items():
-        built = []
+    # the evaluated rater: plan the suite's requests, rate the blocks the store lacks, score from the store
+    store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)
+    plan = Plan(store)
+    _run(ds, plan.factory(), out / "personas" / rater, suite, seed, sizes)
+    todo = plan.missing()
+    if ray is None:
+        rate_here(store, todo)
+    else:
+        from .ray_rating import RayOptions, rate_on_ray
 
-        def tracked(pds, make=make, built=built):
-            r = make(pds)
-            built.append(r)
-            return r
-
-        results[name] = _run(ds, tracked, out / "personas" / name, suite, seed, sizes)
-        for r in built[:1]:
-            if hasattr(r, "prompt"):
-                prompt_hashes[name] = hashlib.sha256(r.prompt(cold_requests([0], [0])).encode()).hexdigest()[:16]
+        rate_on_ray(store, todo, ray if isinstance(ray, RayOptions) else RayOptions(address=ray))
+    results = {rater: _run(ds, store.factory(), out / "personas" / rater, suite, seed, sizes)}
+    prompt_hashes = {rater: store.prompt_hash(plan.blocks[0])} if plan.blocks else {}
+    prompt_hashes = {k: v for k, v in prompt_hashes.items() if v}
+    controls_made = {  # no model: rated in this process
+        "random": lambda pds: RandomRater(get_scale(scale)),
+        "echo": lambda pds: EchoRater(get_scale(scale)),
+    }
+    for name in (c for c in CONTROLS if c in controls):  # the report's column order
+        results[name] = _run(ds, controls_made[name], out / "personas" / name, suite, seed, sizes)
     model = rater_kw.get("path") or getattr(rater_kw.get("model"), "name_or_path", None) or rater_kw.get("model_name")
     settings = {
         "dataset": str(ds.path),
@@ -158,8 +180,11 @@ def evaluate(
         "suite": list(suite),
         "sizes": sizes,
         "controls": list(controls),
+        "block_size": block_size,
         "prompt_hashes": prompt_hashes,
         "rater_options": {k: v for k, v in rater_kw.items() if isinstance(v, (str, int, float, bool))},
     }
     write_report(out, results, settings)
-    return {"settings": settings, "results": results, "out": str(out)}
+    planned = len({b.key for b in plan.blocks})
+    ratings = {"blocks": planned, "rated": len(todo), "reused": planned - len(todo), "store": str(store.folder)}
+    return {"settings": settings, "results": results, "out": str(out), "ratings": ratings}

@@ -61,14 +61,7 @@ class TransformersRater(Rater):
     def from_pretrained(
         cls, ds, path: str, gguf_file: str | None = None, device: str | None = None, dtype=None, **kw
     ) -> TransformersRater:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        extra = {"gguf_file": gguf_file} if gguf_file else {}
-        tok = AutoTokenizer.from_pretrained(path, **extra)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32, **extra)
-        if device:
-            model = model.to(device)
+        model, tok = load_model(path, gguf_file, device, dtype)
         return cls(ds, model, tok, **kw)
 
     # -- token ids
@@ -298,3 +291,16 @@ class TransformersRater(Rater):
         """Reference path: each request alone, the whole prompt, no cache, no padding."""
         seqs = [self.prefix_ids + s for s in self.encode(req)]
         return np.concatenate([self._forward_batch([s], with_prefix=False) for s in seqs])
+
+
+def load_model(path: str, gguf_file: str | None = None, device: str | None = None, dtype=None):
+    """(model, tokenizer) from a local folder or hub id (float32 unless ``dtype``), on ``device`` if given."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    tok = AutoTokenizer.from_pretrained(path, **extra)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32, **extra)
+    if device:
+        model = model.to(device)
+    return model, tok

@@ -1,0 +1,126 @@
+"""A real Ray cluster on loopback for tests: a head and a second node, each started by `ray start` as its own
+process group (one CPU each), so a test can SIGKILL an actor and see Ray restart it.
+
+``loopback_cluster(connect)`` starts it, connects this process through ``connect(address)`` (each package
+connects its own way: suber_data's RayRunner ships suber_data to the workers, suber_env's ships suber_env),
+waits for both nodes and, on exit, disconnects and ends the two process groups it started, by their ids
+(``ray stop`` would end every Ray process on the machine).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    address: str
+    temp: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def runner(self, **options):
+        """suber_data's RayRunner on this cluster."""
+        from suber_data.scale import RayRunner
+
+        return RayRunner(address=self.address, **options)
+
+    def actor_pids(self, name: str) -> list[int]:
+        """Worker processes of this cluster whose title names ``name`` (children of its raylets)."""
+        groups = {p.pid for p in self.processes}
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                title = (entry / "cmdline").read_bytes().decode(errors="replace")
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                parent_group = os.getpgid(parent)
+            except (OSError, ValueError, IndexError):
+                continue
+            if name in title and parent_group in groups:
+                found.append(int(entry.name))
+        return found
+
+
+def _start(cluster: Cluster, args: list[str], log: Path) -> subprocess.Popen:
+    command = [
+        str(Path(sys.executable).with_name("ray")), "start", *args, "--node-ip-address", "127.0.0.1",
+        "--num-cpus", "1", "--temp-dir", str(cluster.temp), "--disable-usage-stats", "--block",
+        "--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    cluster.processes.append(process)
+    return process
+
+
+def _stop(cluster: Cluster) -> None:
+    for process in reversed(cluster.processes):
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in cluster.processes:
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@contextmanager
+def loopback_cluster(connect: Callable[[str], Any]) -> Iterator[Cluster]:
+    import ray
+
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
+    port = free_port()
+    c = Cluster(f"127.0.0.1:{port}", temp)
+    # Ray 2.60 turns token authentication on for `ray start` when ~/.ray/auth_token exists (a local
+    # `ray.init()` writes one) but not for a driver that connects: say it for both, loopback needs none.
+    auth_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        head = _start(
+            c,
+            ["--head", "--port", str(port), "--include-dashboard=false", "--ray-client-server-port", str(free_port())],
+            temp / "head.log",
+        )
+        deadline = time.time() + 90
+        while time.time() < deadline and head.poll() is None:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"the Ray head did not start: {(temp / 'head.log').read_text()[-2000:]}")
+        _start(c, ["--address", c.address], temp / "node.log")
+        connect(c.address)
+        while time.time() < deadline and sum(n["Alive"] for n in ray.nodes()) < 2:
+            time.sleep(0.5)
+        if sum(n["Alive"] for n in ray.nodes()) != 2:
+            raise RuntimeError(f"the second Ray node did not join: {(temp / 'node.log').read_text()[-2000:]}")
+        yield c
+    finally:
+        ray.shutdown()
+        _stop(c)
+        shutil.rmtree(temp, ignore_errors=True)
+        if auth_mode is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = auth_mode

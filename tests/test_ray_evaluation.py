@@ -1,0 +1,169 @@
+"""The evaluation suite's ratings on a real Ray cluster on loopback (a head and a second node, one CPU each,
+tests/support/ray_cluster.py), against the single-process run: the same rating blocks, byte for byte, and the
+same report numbers; an actor SIGKILLed mid-run, and a driver killed then rerun, still rate every block once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from suber_env.evaluation import evaluate
+
+from tests.support.completions_server import CompletionsServer
+from tests.support.sample_dataset import build_sample
+
+ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'suber-env[ray]'")
+
+from suber_env.evaluation.ray_rating import RayOptions, connect  # noqa: E402 - after the skip
+
+from tests.support.ray_cluster import loopback_cluster  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with loopback_cluster(lambda address: connect(RayOptions(address))) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        return build_sample(tmp_path_factory.mktemp("built"), mp)
+
+
+def parts(out: Path, rater: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((out / "ratings" / rater).iterdir())}
+
+
+def metrics(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_oracle_on_ray_from_the_command_equals_the_single_process_run(cluster, sample, tmp_path):
+    from suber_env.cli import app
+    from typer.testing import CliRunner
+
+    one = evaluate(sample, "oracle", tmp_path / "one", pairs=60, block_size=16)
+    args = ["evaluate", str(sample), "--out", str(tmp_path / "ray"), "--pairs", "60", "--block-size", "16"]
+    result = CliRunner().invoke(app, [*args, "--ray", cluster.address])
+    assert result.exit_code == 0, result.output
+    assert one["ratings"]["blocks"] > 10  # every case, cut into blocks of 16
+    assert parts(tmp_path / "ray", "oracle") == parts(tmp_path / "one", "oracle")
+    ray_metrics, one_metrics = metrics(tmp_path / "ray"), metrics(tmp_path / "one")
+    assert ray_metrics["results"] == one_metrics["results"]
+    assert ray_metrics["settings"] == one_metrics["settings"]
+    again = CliRunner().invoke(app, [*args, "--ray", cluster.address])
+    assert again.exit_code == 0 and f"{one['ratings']['blocks']} reused" in again.output  # nothing rated twice
+
+
+def test_smollm2_ratings_on_ray_are_the_single_process_bytes(cluster, sample, tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    sys.path.insert(0, str(ROOT / "env" / "tests"))
+    import torch
+    from conftest import SMOLLM2_GGUF, smollm2_dir
+
+    model = dict(path=str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, device="cpu")
+    # cold requests (genre) and requests with a history in the prompt (people): 8 requests, 2 blocks
+    settings = dict(suite=("genre", "people"), genre_items=1, max_genres=2, block_size=4)
+    settings |= dict(people_users=2, people_holdout=2, people_history=3)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each Ray actor (one CPU) runs
+    try:
+        one = evaluate(sample, "transformers", tmp_path / "one", **settings, **model)
+    finally:
+        torch.set_num_threads(threads)
+    spread = evaluate(sample, "transformers", tmp_path / "ray", **settings, **model, ray=cluster.address)
+    assert spread["ratings"]["rated"] == one["ratings"]["blocks"] == 2
+    assert parts(tmp_path / "ray", "transformers") == parts(tmp_path / "one", "transformers")
+    assert spread["results"] == one["results"]
+    assert spread["settings"]["prompt_hashes"] == one["settings"]["prompt_hashes"] != {}
+    got = one["results"]["transformers"]
+    assert got["people"]["n"] == 4 and 0.0 <= got["genre"]["score"] <= 1.0
+
+
+def test_actor_killed_mid_run_the_run_completes_with_every_block_once(cluster, sample, tmp_path):
+    openai = dict(model="m", max_batch=4)
+    settings = dict(suite=("similarity",), pairs=48, block_size=4, controls=())  # 12 blocks of 4 requests
+    outcome: dict = {}
+    with CompletionsServer(delay=0.3) as server:
+        one = evaluate(sample, "openai", tmp_path / "one", **settings, base_url=server.base_url, **openai)
+        asked_alone = len(server.prompts)
+        store = tmp_path / "ray" / "ratings" / "openai"
+
+        def run() -> None:
+            try:
+                outcome["result"] = evaluate(
+                    sample, "openai", tmp_path / "ray", **settings, base_url=server.base_url, **openai,
+                    ray=RayOptions(cluster.address, workers=2),
+                )  # fmt: skip
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.time() + 120
+        while not (store.exists() and any(store.glob("*.parquet"))) and time.time() < deadline and thread.is_alive():
+            time.sleep(0.05)
+        pids = cluster.actor_pids("RateBlocks")
+        assert pids and thread.is_alive(), "no rating actor to kill, or the run ended first"
+        os.kill(pids[0], signal.SIGKILL)
+        thread.join(timeout=240)
+        assert not thread.is_alive()
+        if "error" in outcome:
+            raise outcome["error"]
+        asked_on_ray = len(server.prompts) - asked_alone
+    result = outcome["result"]
+    assert pids[0] not in cluster.actor_pids("RateBlocks")  # the killed worker is gone, another took over
+    assert result["ratings"]["rated"] == result["ratings"]["blocks"] == 12
+    assert parts(tmp_path / "ray", "openai") == parts(tmp_path / "one", "openai")  # every block once, no temp file
+    assert result["results"] == one["results"]
+    assert asked_on_ray >= asked_alone == 48  # the killed block's requests, if any, were asked again
+
+
+CHILD = """
+import sys
+from suber_env.evaluation import evaluate
+evaluate(sys.argv[1], "openai", sys.argv[2], suite=("similarity",), pairs=48, block_size=4, controls=(), model="m",
+         max_batch=4, base_url=sys.argv[3], ray=sys.argv[4])
+raise SystemExit("the run was expected to be killed before it finished")
+"""
+
+
+def test_driver_killed_then_rerun_rates_only_the_missing_blocks(cluster, sample, tmp_path):
+    out = tmp_path / "rep"
+    store = out / "ratings" / "openai"
+    with CompletionsServer(delay=0.3) as server:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "env")])}
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(sample), str(out), server.base_url, cluster.address], cwd=ROOT, env=env
+        )
+        deadline = time.time() + 120
+        while len(list(store.glob("*.parquet")) if store.exists() else []) < 2 and time.time() < deadline:
+            assert child.poll() is None, "the run ended before it was killed"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        while cluster.actor_pids("RateBlocks") and time.time() < deadline:  # Ray ends the dead driver's actors
+            time.sleep(0.1)
+        before = len(list(store.glob("*.parquet")))
+        assert 2 <= before < 12
+        asked = len(server.prompts)
+        result = evaluate(
+            sample, "openai", out, suite=("similarity",), pairs=48, block_size=4, controls=(), model="m",
+            max_batch=4, base_url=server.base_url, ray=cluster.address,
+        )  # fmt: skip
+        rerun_asked = len(server.prompts) - asked
+    assert result["ratings"] == {"blocks": 12, "rated": 12 - before, "reused": before, "store": str(store)}
+    assert len(list(store.glob("*.parquet"))) == 12
+    assert rerun_asked == 4 * (12 - before)  # only the missing blocks' requests went out again
