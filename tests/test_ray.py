@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -126,32 +125,16 @@ def test_worker_killed_mid_run_the_run_completes_with_every_user_once(cluster, t
     write_users(tmp_path, n)
     store = ChunkStore(tmp_path)
     finished: list[int] = []
-    outcome: dict = {}
     with OpenAIServer(delay=0.25) as server:
-
-        def run() -> None:
-            try:
-                outcome["result"] = generate_descriptions(
-                    tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2, concurrency=1,
-                    block_size=4, runner=cluster.runner(), progress=lambda done, total: finished.append(done),
-                )  # fmt: skip
-            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
-                outcome["error"] = exc
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        deadline = time.time() + 120
-        while not store.chunk_files() and time.time() < deadline and thread.is_alive():
-            time.sleep(0.05)
-        pids = cluster.actor_pids("DescribeBlocks")
-        assert pids and thread.is_alive(), "no description actor to kill, or the run ended first"
-        os.kill(pids[0], signal.SIGKILL)
-        thread.join(timeout=240)
-        assert not thread.is_alive()
-    if "error" in outcome:
-        raise outcome["error"]
-    result = outcome["result"]
-    assert pids[0] not in cluster.actor_pids("DescribeBlocks")  # the killed worker is gone, a new one took over
+        result, killed = cluster.kill_actor_mid_run(
+            "DescribeBlocks",
+            lambda: generate_descriptions(
+                tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2, concurrency=1,
+                block_size=4, runner=cluster.runner(), progress=lambda done, total: finished.append(done),
+            ),
+            started=store.chunk_files,
+        )  # fmt: skip
+    assert killed not in cluster.actor_pids("DescribeBlocks")  # the killed worker is gone, a new one took over
     assert result.written == n and result.generated == n and not result.failed
     assert finished[-1] == n  # n rows went to the store in all: none written twice
     rows = pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()

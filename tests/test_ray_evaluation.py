@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -95,36 +94,20 @@ def test_smollm2_ratings_on_ray_are_the_single_process_bytes(cluster, sample, tm
 def test_actor_killed_mid_run_the_run_completes_with_every_block_once(cluster, sample, tmp_path):
     openai = dict(model="m", max_batch=4)
     settings = dict(suite=("similarity",), pairs=48, block_size=4, controls=())  # 12 blocks of 4 requests
-    outcome: dict = {}
     with CompletionsServer(delay=0.3) as server:
         one = evaluate(sample, "openai", tmp_path / "one", **settings, base_url=server.base_url, **openai)
         asked_alone = len(server.prompts)
         store = tmp_path / "ray" / "ratings" / "openai"
-
-        def run() -> None:
-            try:
-                outcome["result"] = evaluate(
-                    sample, "openai", tmp_path / "ray", **settings, base_url=server.base_url, **openai,
-                    ray=RayOptions(cluster.address, workers=2),
-                )  # fmt: skip
-            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
-                outcome["error"] = exc
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        deadline = time.time() + 120
-        while not (store.exists() and any(store.glob("*.parquet"))) and time.time() < deadline and thread.is_alive():
-            time.sleep(0.05)
-        pids = cluster.actor_pids("RateBlocks")
-        assert pids and thread.is_alive(), "no rating actor to kill, or the run ended first"
-        os.kill(pids[0], signal.SIGKILL)
-        thread.join(timeout=240)
-        assert not thread.is_alive()
-        if "error" in outcome:
-            raise outcome["error"]
+        result, killed = cluster.kill_actor_mid_run(
+            "RateBlocks",
+            lambda: evaluate(
+                sample, "openai", tmp_path / "ray", **settings, base_url=server.base_url, **openai,
+                ray=RayOptions(cluster.address, workers=2),
+            ),
+            started=lambda: store.exists() and any(store.glob("*.parquet")),
+        )  # fmt: skip
         asked_on_ray = len(server.prompts) - asked_alone
-    result = outcome["result"]
-    assert pids[0] not in cluster.actor_pids("RateBlocks")  # the killed worker is gone, another took over
+    assert killed not in cluster.actor_pids("RateBlocks")  # the killed worker is gone, another took over
     assert result["ratings"]["rated"] == result["ratings"]["blocks"] == 12
     assert parts(tmp_path / "ray", "openai") == parts(tmp_path / "one", "openai")  # every block once, no temp file
     assert result["results"] == one["results"]

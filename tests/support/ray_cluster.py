@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,6 +59,31 @@ class Cluster:
             if name in title and parent_group in groups:
                 found.append(int(entry.name))
         return found
+
+    def kill_actor_mid_run(self, actor: str, run: Callable[[], Any], started: Callable[[], bool]) -> tuple[Any, int]:
+        """Run ``run`` in a thread, SIGKILL one ``actor`` process once ``started()`` holds, wait for the run and
+        return (its result, the killed pid); an exception of the run is re-raised here."""
+        outcome: dict = {}
+
+        def target() -> None:
+            try:
+                outcome["result"] = run()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        deadline = time.time() + 120
+        while not started() and time.time() < deadline and thread.is_alive():
+            time.sleep(0.05)
+        pids = self.actor_pids(actor)
+        assert pids and thread.is_alive(), f"no {actor} actor to kill, or the run ended first"
+        os.kill(pids[0], signal.SIGKILL)
+        thread.join(timeout=240)
+        assert not thread.is_alive()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["result"], pids[0]
 
 
 def _start(cluster: Cluster, args: list[str], log: Path) -> subprocess.Popen:

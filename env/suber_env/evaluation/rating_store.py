@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from suber_env import Dataset, Rater, Requests, Scale, make_rater
+from suber_env._read import _sha256
 
 from .cases import RaterFactory
 from .stats import cold_requests
@@ -133,7 +134,7 @@ class RatingStore:
             raise ValueError(f"block_size (--block-size) must be at least 1, got {block_size}")
         self.folder, self.spec, self.scale, self.block_size = Path(folder), spec, scale, block_size
         self._rater = spec.fingerprint()
-        self._items = _file_digest(items_of.path / "items.parquet")  # every persona folder copies these items
+        self._items = _sha256(items_of.path / "items.parquet")  # every persona folder copies these items
         self._personas: dict[str, Dataset] = {}
 
     def persona_key(self, personas: Dataset) -> str:
@@ -237,11 +238,3 @@ def rate_here(store: RatingStore, blocks: list[Block]) -> None:
     for block in blocks:
         probs, prompt = maker.rate(store.personas(block.personas), block.requests)
         store.write(block, probs, prompt)
-
-
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
