@@ -173,12 +173,12 @@ def test_a_dagster_build_with_launchpad_settings_rebuilds_up_to_date(env):
     selection = dg.AssetSelection.groups("movies", "catalog") | dg.AssetSelection.assets("users", "user_descriptions")
     resources = {
         **default_resources(),
-        "storage": StorageResource(data_dir=str(env / "dagster"), release="sample"),
+        "storage": StorageResource(data_dir=str(env / "dagster")),
         "tmdb": TMDBResource(language="en-US"),
         "users": UsersResource(count=6, seed=3, age_min=18, age_max=70),
         "llm": LLMResource(backend="template", temperature=0.5, max_tokens=200, seed=9, max_attempts=2),
     }
-    assert dg.materialize([*ASSETS, *CHECKS], selection=selection, resources=resources).success
+    assert dg.materialize([*ASSETS, *CHECKS], selection=selection, resources=resources, partition_key="sample").success
     folder = env / "dagster" / "movies" / "sample"
     again = _invoke("rebuild", folder, "--json")
     statuses = _statuses(again)
@@ -203,11 +203,13 @@ def test_rebuild_asks_an_openai_server_in_the_recorded_output_mode(env, monkeypa
         llm = LLMResource(backend="openai", model="served-model", base_url=url, response_format="json_object")
         resources = {
             **default_resources(),
-            "storage": StorageResource(data_dir=str(env / "dagster"), release="sample"),
+            "storage": StorageResource(data_dir=str(env / "dagster")),
             "users": UsersResource(count=4),
             "llm": llm,
         }
-        assert dg.materialize([*ASSETS, *CHECKS], selection=selection, resources=resources).success
+        assert dg.materialize(
+            [*ASSETS, *CHECKS], selection=selection, resources=resources, partition_key="sample"
+        ).success
         first = len(server.requests)
         folder = env / "dagster" / "movies" / "sample"
         again = _invoke("rebuild", folder, "--data-dir", env / "again", "--json")

@@ -60,7 +60,8 @@ def test_bad_option_fails_before_any_step(env, domain, args, option, fix, monkey
 
 def test_good_options_pass_the_checks(env):
     from suber_data.cli.run import BuildOptions
-    from suber_data.cli.validate import check_options, releases
+    from suber_data.cli.validate import check_options
+    from suber_data.releases import releases
 
     assert "amazon2023-books" in releases("books") and "sample" not in releases("books")
     options = BuildOptions("movies", "sample", str(env / "data"), users=0, seed=0, llm="template")

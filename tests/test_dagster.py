@@ -24,6 +24,7 @@ def test_definitions_load_with_jobs_and_checks():
     for job in ("movie_corpus", "build_all", "description_shards"):
         assert defs.resolve_job_def(job) is not None
     assert defs.resolve_job_def("description_shards").partitions_def is not None
+    assert "sample" in defs.resolve_job_def("build_all").partitions_def.get_partition_keys()
     keys = {k.to_user_string() for a in ASSETS for k in a.keys}
     assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
     assert len(CHECKS) >= 5
@@ -45,11 +46,12 @@ def test_cli_selection_comes_from_the_asset_graph_and_defaults_from_the_resource
 
 
 def test_materialize_writes_the_same_dataset_as_the_cli(offline):
-    storage = StorageResource(data_dir=str(offline / "dagster"), release="sample")
+    storage = StorageResource(data_dir=str(offline / "dagster"))
     result = dg.materialize(
         [*ASSETS, *CHECKS],
         selection=dg.AssetSelection.groups("movies", "catalog"),
         resources={**default_resources(), "storage": storage, "tmdb": TMDBResource()},
+        partition_key="sample",
     )
     assert result.success
     evaluations = result.get_asset_check_evaluations()
@@ -65,7 +67,7 @@ def test_materialize_writes_the_same_dataset_as_the_cli(offline):
 @pytest.mark.slow
 def test_dg_dev_lists_assets_and_runs_the_movie_job(offline):
     # `dg dev` (the dg project layout, pyproject [tool.dg]) serves the same definitions as `dagster dev`
-    env = {"SUBER_DATA_RELEASE": "sample", "SUBER_DATA_DIR": str(offline / "data")}
+    env = {"SUBER_DATA_DIR": str(offline / "data")}
     with dagster_server("dg", offline / "dagster_home", env) as url:
         nodes = graphql(url, "{ assetNodes { assetKey { path } } }")["assetNodes"]
         keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
@@ -80,9 +82,18 @@ def test_dg_dev_lists_assets_and_runs_the_movie_job(offline):
         )["topLevelResourceDetailsOrError"]["configuredValues"]
         shown = {v["key"]: (v["type"], v["value"]) for v in details}
         assert shown["data_dir"] == ("ENV_VAR", "SUBER_DATA_DIR")
-        assert shown["release"] == ("ENV_VAR", "SUBER_DATA_RELEASE")
-        assert wait_for_run(url, launch_job(url, "movie_corpus")) == "SUCCESS"
+        assert "release" not in shown  # the release is the run's partition
+        assert wait_for_run(url, launch_job(url, "movie_corpus", partition="sample")) == "SUCCESS"
         assert (offline / "data" / "movies" / "sample" / "catalog.duckdb").exists()
+        # the run's materializations and check results belong to its release only
+        node = graphql(
+            url,
+            """{ assetNodeOrError(assetKey: {path: ["items"]}) { ... on AssetNode {
+                 partitionKeys assetPartitionStatuses { ... on DefaultPartitionStatuses { materializedPartitions } }
+               } } }""",
+        )["assetNodeOrError"]
+        assert "ml-1m" in node["partitionKeys"]
+        assert node["assetPartitionStatuses"]["materializedPartitions"] == ["sample"]
 
 
 def test_a_domain_plugs_in_by_its_corpus_step():
@@ -122,12 +133,13 @@ def test_both_domains_load_side_by_side_in_one_definitions():
 
 
 def test_materialize_books_writes_the_same_dataset_as_the_cli(offline):
-    storage = StorageResource(data_dir=str(offline / "dagster"), domain="books", release="books-sample")
+    storage = StorageResource(data_dir=str(offline / "dagster"), domain="books")
     users = dg.AssetSelection.assets(dg.AssetKey(["books", "users"]))
     result = dg.materialize(
         [*BOOK_ASSETS, *BOOK_CHECKS],
         selection=dg.AssetSelection.groups("books", "books_catalog") | users,
         resources={**default_resources(), "books_storage": storage, "users": UsersResource(count=8)},
+        partition_key="books-sample",
     )
     assert result.success
     evaluations = result.get_asset_check_evaluations()
@@ -166,39 +178,49 @@ def test_assets_declare_kinds_schemas_and_code_versions(monkeypatch):
     assert bumped.code_versions_by_key[dg.AssetKey("users")] != nodes["users"].code_version
 
 
-def test_no_job_asks_for_the_description_partitions_unless_it_builds_them():
+def test_every_asset_is_partitioned_by_its_domains_releases():
+    from suber_data.releases import releases
+
     graph = defs.resolve_asset_graph()
-    for job in ("movie_corpus", "build_all", "books_corpus", "books_build_all"):
+    for job, domain in {"movie_corpus": "movies", "build_all": "movies", "books_build_all": "books"}.items():
         keys = set(defs.resolve_job_def(job).asset_layer.executable_asset_keys)
         parents = {p for k in keys for p in graph.get(k).parent_keys}
-        assert not [k for k in keys | parents if graph.get(k).is_partitioned], job
-    shards = defs.resolve_job_def("description_shards")
-    assert len(shards.partitions_def.get_partition_keys()) == 100
+        # one release per run: no job asks for the description shards' release x shard partitions
+        for key in keys | parents:
+            assert graph.get(key).partitions_def.get_partition_keys() == releases(domain), (job, key)
+    # the catalog comes after every step of its domain but the shards (user_descriptions assembles those)
+    movies = {k for a in ASSETS for k in a.keys} - {dg.AssetKey("catalog"), dg.AssetKey("user_description_shards")}
+    assert graph.get(dg.AssetKey("catalog")).parent_keys == movies
+    # a check's result belongs to one release too
+    assert all(graph.get_check_spec(key).partitions_def is not None for key in graph.asset_check_keys)
+    shards = defs.resolve_job_def("description_shards").partitions_def
+    assert len(shards.get_partition_keys()) == 100 * len(releases("movies"))
+    assert "ml-1m|7" in {str(key) for key in shards.get_partition_keys()}
 
 
 def test_settings_from_the_environment_are_env_vars(monkeypatch):
     from suber_data.pipelines.definitions import BOOKS, MOVIES
     from suber_data.pipelines.domains import domain_resources
 
-    for name in ("SUBER_DATA_DIR", "SUBER_DATA_RELEASE", "TMDB_BASE_URL", "SUBER_DATA_RAY"):
+    for name in ("SUBER_DATA_DIR", "TMDB_BASE_URL", "SUBER_DATA_RAY"):
         monkeypatch.delenv(name, raising=False)
     plain = domain_resources(MOVIES)
-    assert plain["storage"].data_dir == "data" and plain["storage"].release == "ml-latest-small"
+    assert plain["storage"].data_dir == "data" and plain["storage"].domain == "movies"
     monkeypatch.setenv("SUBER_DATA_DIR", "/tmp/x")
-    monkeypatch.setenv("SUBER_DATA_BOOKS_RELEASE", "books-sample")
     storage = domain_resources(BOOKS)["books_storage"]
     assert isinstance(storage.data_dir, dg.EnvVar) and storage.data_dir.env_var_name == "SUBER_DATA_DIR"
-    assert storage.release.env_var_name == "SUBER_DATA_BOOKS_RELEASE"
+    assert storage.domain == "books"
 
 
 def test_materialization_metadata_carries_row_count_and_schema(offline):
     import pyarrow.parquet as pq
 
-    storage = StorageResource(data_dir=str(offline), release="sample")
+    storage = StorageResource(data_dir=str(offline))
     result = dg.materialize(
         [*ASSETS, *CHECKS],
         selection=dg.AssetSelection.assets("items", "ratings"),
         resources={**default_resources(), "storage": storage, "tmdb": TMDBResource(enabled=False)},
+        partition_key="sample",
     )
     assert result.success
     folder = offline / "movies" / "sample"
@@ -222,30 +244,54 @@ def test_a_failing_blocking_check_stops_the_steps_downstream(offline):
     from suber_data.cli.run import _first_failure
     from suber_data.pipelines import movies
     from suber_data.pipelines.domains import DomainSpec, domain_assets, domain_resources
+    from suber_data.pipelines.keys import ROOT
 
-    @dg.asset(name="items", group_name="movies", required_resource_keys={"storage"})
+    @dg.asset(name="items", group_name="movies", required_resource_keys={"storage"}, partitions_def=ROOT.releases)
     def bad_items(context) -> None:
-        folder = context.resources.storage.dataset_dir()
+        folder = ROOT.dataset_dir(context)
         folder.mkdir(parents=True)
         rows = [{"item_id": 0, "movielens_id": m, "title": "A", "ml_rating_count": 1} for m in (1, 2)]  # id 0 twice
         pq.write_table(pa.Table.from_pylist(rows, schema=MOVIE_ITEMS), folder / "items.parquet")
 
     spec = DomainSpec("movies", [bad_items], movies.checks[:1])
     assets, checks = domain_assets(spec)
-    storage = StorageResource(data_dir=str(offline), release="bad")
+    storage = StorageResource(data_dir=str(offline))
     result = dg.materialize(
         [*assets, *checks],
         selection=dg.AssetSelection.assets("items", "users"),
         resources={**domain_resources(spec), "storage": storage, "tmdb": TMDBResource(enabled=False)},
         raise_on_error=False,
+        partition_key="sample",
     )
     assert not result.success
     outcome = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert not outcome["items_ids_unique"].passed and outcome["items_ids_unique"].blocking
     assert outcome["items_tmdb_coverage"].passed and not outcome["items_tmdb_coverage"].blocking
     assert [e.asset_key for e in result.get_asset_materialization_events()] == [dg.AssetKey("items")]
-    assert not (offline / "movies" / "bad" / "users.parquet").exists()  # users never ran
+    assert not (offline / "movies" / "sample" / "users.parquet").exists()  # users never ran
     assert "users" not in {e.step_key for e in result.all_events if e.is_step_start}
     # the CLI turns the same run into its one-line error: the check that failed, and why
     message = str(_first_failure(result))
     assert "items_ids_unique" in message and "item_id is dense" in message, message
+
+
+def test_cli_builds_land_in_dagster_home_per_release(offline, monkeypatch):
+    """With DAGSTER_HOME set, a CLI build is a run of that instance (the UI on it lists it): its
+    materializations and check results belong to the release built."""
+    home = offline / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    args = ["build", "movies", "--release", "sample", "--only", "items", "--no-tmdb", "--data-dir", str(offline / "d")]
+    built = CliRunner().invoke(app, args)
+    assert built.exit_code == 0, built.output
+    with dg.DagsterInstance.get() as instance:
+        (run,) = instance.get_run_records()
+        assert run.dagster_run.tags["dagster/partition"] == "sample" and run.dagster_run.is_success
+        for key in ("movielens_release", "items", "catalog"):
+            assert instance.get_materialized_partitions(dg.AssetKey(key)) == {"sample"}, key
+        records = instance.get_records_for_run(
+            run.dagster_run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        )
+        evaluations = [r.event_log_entry.dagster_event.event_specific_data for r in records.records]
+        assert {e.check_name for e in evaluations} >= {"items_ids_unique", "items_schema"}
+        assert {e.partition for e in evaluations} == {"sample"}

@@ -57,7 +57,7 @@ MATERIALIZED: dict[Path, dict[str, dict]] = {}  # dataset folder -> asset (witho
 
 
 def materialize_books(data: Path) -> Path:
-    storage = StorageResource(data_dir=str(data), domain="books", release="books-sample")
+    storage = StorageResource(data_dir=str(data), domain="books")
     resources = {
         **default_resources(),
         "books_storage": storage,
@@ -71,7 +71,9 @@ def materialize_books(data: Path) -> Path:
             env.delenv(name, raising=False)
         env.setenv("SUBER_DATA_OFFLINE", "1")
         env.setenv("SUBER_DATA_CACHE", str(data / "cache"))
-        result = dg.materialize(BOOK_ASSETS, selection=dg.AssetSelection.all() - shards, resources=resources)
+        result = dg.materialize(
+            BOOK_ASSETS, selection=dg.AssetSelection.all() - shards, resources=resources, partition_key="books-sample"
+        )
     assert result.success
     folder = data / "books" / "books-sample"
     MATERIALIZED[folder] = {

@@ -55,8 +55,8 @@ def test_slow_step_still_reports_every_minute():
 
 def test_dagster_run_log_holds_progress_events(tmp_path, monkeypatch):
     monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / "cache"))
-    storage = StorageResource(data_dir=str(tmp_path), domain="movies", release="tiny")
-    write_users(storage.dataset_dir(), 8)
+    storage = StorageResource(data_dir=str(tmp_path), domain="movies")
+    write_users(storage.dataset_dir("sample"), 8)
     instance = dg.DagsterInstance.ephemeral()
     result = dg.materialize(
         [*description_assets, user_embeddings],
@@ -68,14 +68,15 @@ def test_dagster_run_log_holds_progress_events(tmp_path, monkeypatch):
             "ray": RayResource(),
         },
         instance=instance,
+        partition_key="sample",
     )
     assert result.success
     lines = [e.user_message for e in instance.all_logs(result.run_id) if not e.is_dagster_event]
-    assert "user_descriptions: 0/8 users (0%)" in lines
-    done = [line for line in lines if line.startswith("user_descriptions: 8/8 users (100%), ")]
+    assert "user_descriptions[sample]: 0/8 users (0%)" in lines
+    done = [line for line in lines if line.startswith("user_descriptions[sample]: 8/8 users (100%), ")]
     assert len(done) == 1 and "users/s" in done[0] and "elapsed" in done[0]
-    assert "user_embeddings: 0/8 texts (0%)" in lines
-    assert any(line.startswith("user_embeddings: 8/8 texts (100%), ") for line in lines)
+    assert "user_embeddings[sample]: 0/8 texts (0%)" in lines
+    assert any(line.startswith("user_embeddings[sample]: 8/8 texts (100%), ") for line in lines)
 
 
 def test_piped_output_gets_the_same_lines_and_json_gets_none():
@@ -101,5 +102,5 @@ def test_cli_build_draws_progress_bars_on_a_terminal(tmp_path, monkeypatch):
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.file.getvalue())  # the cursor moves of the live bars
     frames = screen.replace("\r", "\n").splitlines()
     for step, unit, total in [("item_embeddings", "texts", 41), ("user_descriptions", "users", 8)]:
-        last = [line for line in frames if line.startswith(f"{step} ") and f" {total}/{total} " in line][-1]
+        last = [line for line in frames if line.startswith(f"{step}[sample] ") and f" {total}/{total} " in line][-1]
         assert "━" in last and re.search(rf" \d[\d.,]* {unit}/s ", last), last  # the bar, the count, the rate

@@ -1,5 +1,6 @@
 """Turn CLI options into resources and an asset selection, run it in-process with Dagster, report."""
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -77,9 +78,7 @@ def resources_for(o: BuildOptions) -> dict:
         return resource(**{**o.recorded.get(name, {}), **options})
 
     return {
-        definitions.DOMAINS[o.domain].keys.storage: StorageResource(
-            data_dir=o.data_dir, domain=o.domain, release=o.release
-        ),
+        definitions.DOMAINS[o.domain].keys.storage: StorageResource(data_dir=o.data_dir, domain=o.domain),
         "tmdb": made("tmdb", TMDBResource, {"enabled": o.tmdb, **tmdb}),
         "users": made("users", UsersResource, users),
         "llm": made("llm", LLMResource, llm),
@@ -141,18 +140,23 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
         resources=resources_for(o),
         loggers={"progress": bars.logger},
     )
-    with bars:
+    # With DAGSTER_HOME set the run is recorded in that instance, so the UI started on it (`dg dev`) shows the
+    # CLI's builds in its runs and in each asset's history; otherwise Dagster uses a throwaway instance.
+    with bars, dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else contextlib.nullcontext() as instance:
         result = defs.resolve_job_def(BUILD_JOB).execute_in_process(
-            raise_on_error=False, run_config={"loggers": {"progress": {}}}
+            raise_on_error=False,
+            run_config={"loggers": {"progress": {}}},
+            partition_key=o.release,
+            instance=instance,
         )
     if not result.success:
         raise _first_failure(result)
-    storage = resources_for(o)[definitions.DOMAINS[o.domain].keys.storage]
-    report = summary(result, o, storage.dataset_dir())
+    dataset_dir = resources_for(o)[definitions.DOMAINS[o.domain].keys.storage].dataset_dir(o.release)
+    report = summary(result, o, dataset_dir)
     if not as_json:
         _report(report, out)
         steps = [dg.AssetKey.from_user_string(k).path[-1] for k in keys]  # step names without the domain's prefix
-        _step_reports(steps, storage.dataset_dir(), out)
+        _step_reports(steps, dataset_dir, out)
     return report
 
 

@@ -3,7 +3,6 @@ backends, embedding model resolution), so a typo fails in a second, not after an
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 from pathlib import Path
@@ -11,25 +10,7 @@ from pathlib import Path
 from suber_data import settings
 from suber_data.errors import SuberDataError
 from suber_data.pipelines.resources import EmbedderResource, LLMResource
-
-# The registry families each domain's corpus step reads (release names built from several files are the
-# registry's composites).
-RELEASE_FAMILIES = {"movies": {"movielens"}, "books": {"kaggle-books"}}
-# Modules that register each domain's releases (importing them fills the registry).
-RELEASE_MODULES = {
-    "movies": ["suber_data.movies.corpus"],
-    "books": ["suber_data.books.corpus", "suber_data.books.amazon2023", "suber_data.sources.kaggle"],
-}
-
-
-def releases(domain: str) -> list[str]:
-    """The release names `build <domain> --release` accepts, from the source registry."""
-    from suber_data.sources import COMPOSITES, REGISTRY
-
-    for module in RELEASE_MODULES.get(domain, []):
-        importlib.import_module(module)
-    names = {name for name, r in REGISTRY.items() if r.family in RELEASE_FAMILIES.get(domain, set())}
-    return sorted(names | {name for name, c in COMPOSITES.items() if c.domain == domain})
+from suber_data.releases import releases
 
 
 def shown(o, field: str, value) -> str:

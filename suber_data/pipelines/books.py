@@ -11,18 +11,14 @@ from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS, SCHEMA_VERSIO
 from suber_data.books import checks as checks_lib
 from suber_data.books import corpus
 from suber_data.pipelines.checks import multi_check
-from suber_data.pipelines.keys import DomainKeys
+from suber_data.pipelines.keys import DomainKeys, release_of
 from suber_data.pipelines.metadata import TABLE_KINDS, code_version, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
-from suber_data.pipelines.resources import StorageResource
 
-KEYS = DomainKeys("books")
+KEYS = DomainKeys("books", domain="books")
 GROUP = "books"
 STORAGE = KEYS.storage
-
-
-def _storage(context) -> StorageResource:
-    return getattr(context.resources, STORAGE)
+RELEASES = KEYS.releases
 
 
 def _result(result: corpus.StepResult, context: dg.AssetExecutionContext, **extra) -> dg.MaterializeResult:
@@ -34,23 +30,25 @@ def _result(result: corpus.StepResult, context: dg.AssetExecutionContext, **extr
 
 def _tables(context) -> corpus.StepResult:
     # one DuckDB pass writes both tables; the second asset finds them current and does no work
-    storage, books = _storage(context), context.resources.books
-    source = corpus.build_source(storage.release)
-    return corpus.build_items_and_ratings(storage.dataset_dir(), storage.release, source, profile=books.profile)
+    release = release_of(context)
+    source = corpus.build_source(release)
+    return corpus.build_items_and_ratings(
+        KEYS.dataset_dir(context), release, source, profile=context.resources.books.profile
+    )
 
 
 # Assets pass no data: each step finds its inputs in the cache by fingerprint, as the movie assets do.
 @dg.asset(
     key=KEYS.key("release"),
     group_name=GROUP,
-    required_resource_keys={STORAGE},
+    partitions_def=RELEASES,
     kinds={"python"},
     code_version=code_version(SCHEMA_VERSION),
     description="A books release: the Kaggle 'Amazon Books Reviews' files (extracted) or Amazon Reviews 2023 "
     "meta_Books/Books, downloaded and verified (cache).",
 )
 def book_release(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    release = _storage(context).release
+    release = release_of(context)
     return _result(corpus.build_source(release), context, release=release)
 
 
@@ -58,6 +56,7 @@ def book_release(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     key=KEYS.key("items"),
     deps=[book_release],
     group_name=GROUP,
+    partitions_def=RELEASES,
     required_resource_keys={STORAGE, "books"},
     kinds=TABLE_KINDS,
     code_version=code_version(SCHEMA_VERSION, BOOK_ITEMS),
@@ -66,7 +65,7 @@ def book_release(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 )
 def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     result = _tables(context)
-    path = _storage(context).dataset_dir() / "items.parquet"
+    path = KEYS.dataset_dir(context) / "items.parquet"
     preview = duck.arrow(
         f"SELECT item_id, title, year, genres, vote_average, vote_count FROM read_parquet('{path}') LIMIT 10"
     ).to_pandas()
@@ -79,7 +78,7 @@ def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         context,
         preview=dg.MetadataValue.md(preview.to_markdown(index=False)),
         categories=dg.MetadataValue.md(categories.to_markdown(index=False)),
-        **plot_metadata(_storage(context).dataset_dir(), "items"),
+        **plot_metadata(path.parent, "items"),
         **table_metadata(path),
     )
 
@@ -88,6 +87,7 @@ def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     key=KEYS.key("ratings"),
     deps=[items],
     group_name=GROUP,
+    partitions_def=RELEASES,
     required_resource_keys={STORAGE, "books"},
     kinds=TABLE_KINDS,
     code_version=code_version(SCHEMA_VERSION, BOOK_RATINGS),
@@ -102,7 +102,7 @@ def ratings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
             "up_to_date": result.skipped,
             "fingerprint": result.fingerprint,
             "ratings": result.counts["ratings"],
-            **table_metadata(_storage(context).dataset_dir() / "ratings.parquet"),
+            **table_metadata(KEYS.dataset_dir(context) / "ratings.parquet"),
         }
     )
 
@@ -112,16 +112,18 @@ items_checks = multi_check(
     KEYS.key("items"),
     KEYS.name("items_checks"),
     checks_lib.ITEM_CHECKS,
-    lambda r: checks_lib.check_items(getattr(r, STORAGE).dataset_dir()),
+    lambda c: checks_lib.check_items(KEYS.dataset_dir(c)),
     frozenset({STORAGE}),
+    RELEASES,
     blocking=frozenset({"items_ids_unique", "items_complete", "items_schema"}),
 )
 ratings_checks = multi_check(
     KEYS.key("ratings"),
     KEYS.name("ratings_checks"),
     checks_lib.RATING_CHECKS,
-    lambda r: checks_lib.check_ratings(getattr(r, STORAGE).dataset_dir()),
+    lambda c: checks_lib.check_ratings(KEYS.dataset_dir(c)),
     frozenset({STORAGE}),
+    RELEASES,
     blocking=frozenset({"ratings_valid"}),
 )
 

@@ -27,22 +27,26 @@ def multi_check(
     name: str,
     descriptions: dict[str, str],
     evaluate: Callable[..., list[CheckOutcome]],
-    resources: frozenset[str] = frozenset({"storage"}),
+    resources: frozenset[str],
+    partitions: dg.PartitionsDefinition,
     blocking: frozenset[str] = frozenset(),
 ) -> dg.AssetChecksDefinition:
-    """Checks of one asset evaluated together (one read of the data); ``evaluate(resources)`` gives the outcomes.
-    The checks named in ``blocking`` stop the downstream assets when they fail."""
+    """Checks of one asset evaluated together (one read of the data); ``evaluate(context)`` gives the outcomes
+    for the run's release (``partitions``: the asset's). The checks named in ``blocking`` stop the downstream
+    assets when they fail."""
     unknown = blocking - descriptions.keys()
     if unknown:
         raise ValueError(f"blocking checks {sorted(unknown)} are not checks of {name}")
     specs = [
-        dg.AssetCheckSpec(check, asset=asset_key, description=text, blocking=check in blocking)
+        dg.AssetCheckSpec(
+            check, asset=asset_key, description=text, blocking=check in blocking, partitions_def=partitions
+        )
         for check, text in descriptions.items()
     ]
 
     @dg.multi_asset_check(specs=specs, name=name, required_resource_keys=set(resources))
     def _checks(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
-        for outcome in evaluate(context.resources):
+        for outcome in evaluate(context):
             yield to_dagster(outcome, asset_key)
 
     return _checks

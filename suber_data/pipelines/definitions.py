@@ -21,8 +21,6 @@ BOOKS = DomainSpec(
     corpus_job="books_corpus",
     corpus_group=books.GROUP,
     key_prefix="books",
-    release="kaggle-amazon-books",
-    release_env="SUBER_DATA_BOOKS_RELEASE",
     resources={"books": BooksResource()},
 )
 DOMAINS = {"movies": MOVIES, "books": BOOKS}

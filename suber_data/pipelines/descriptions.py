@@ -5,6 +5,8 @@ resources. Finished generations are kept in ``<dataset>/.work/user_descriptions/
 that was stopped resumes where it was, and a rerun with nothing changed generates nothing.
 """
 
+from pathlib import Path
+
 import dagster as dg
 import pyarrow.parquet as pq
 
@@ -18,21 +20,22 @@ from suber_data.pipelines.keys import ROOT, DomainKeys
 from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.progress import log_progress
-from suber_data.pipelines.resources import LLMResource, RayResource, StorageResource
+from suber_data.pipelines.resources import LLMResource, RayResource
 
 
 def run_descriptions(
-    storage: StorageResource,
+    folder: Path,
+    domain: str,
     llm: LLMResource,
     user_ids: list[int] | None = None,
     progress=None,
     ray: RayResource | None = None,
 ) -> DescriptionResult:
     return generate_descriptions(
-        storage.dataset_dir(),
+        folder,
         backend=llm.backend,
         model=llm.model,
-        domain=storage.domain,
+        domain=domain,
         base_url=llm.base_url,
         batch_size=llm.batch_size,
         max_attempts=llm.max_attempts,
@@ -52,6 +55,12 @@ def run_descriptions(
 # over processes (Dagster's multiprocess executor) or machines; each writes only to the shared store, and
 # `user_descriptions` afterwards assembles everything without generating again.
 SHARDS = dg.StaticPartitionsDefinition([str(i) for i in range(100)])
+
+
+def release_shards(keys: DomainKeys) -> dg.MultiPartitionsDefinition:
+    """Partitions of the description shards: a release (the upstream ``users``' partition) by a block of ids."""
+    return dg.MultiPartitionsDefinition({"release": keys.releases, "shard": SHARDS})
+
 
 # The checks and the prompt templates decide what is written besides the settings: a changed template is new code.
 CODE_VERSION = code_version(CHECKS_VERSION, USER_DESCRIPTIONS, {v: load_template(v).sha256 for v in VARIANTS})
@@ -104,6 +113,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         key=keys.key("user_descriptions"),
         deps=[keys.key("users")],
         group_name=keys.name("users"),
+        partitions_def=keys.releases,
         required_resource_keys={keys.storage, "llm", "ray"},
         kinds=PYTHON_KINDS,
         code_version=CODE_VERSION,
@@ -112,8 +122,14 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         "checked, with its provenance (backend, model, template hash, seed, decoding settings).",
     )
     def user_descriptions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        storage, llm = getattr(context.resources, keys.storage), context.resources.llm
-        result = run_descriptions(storage, llm, progress=log_progress(context, "users"), ray=context.resources.ray)
+        storage, llm, folder = (
+            getattr(context.resources, keys.storage),
+            context.resources.llm,
+            keys.dataset_dir(context),
+        )
+        result = run_descriptions(
+            folder, storage.domain, llm, progress=log_progress(context, "users"), ray=context.resources.ray
+        )
         context.log.info(result.summary())
         preview = ""
         if result.path.exists():
@@ -138,7 +154,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
                 "variants": dg.MetadataValue.json(result.variants),
                 "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
                 "failures": dg.MetadataValue.json(result.failed[:50]),
-                **plot_metadata(storage.dataset_dir(), STEP),
+                **plot_metadata(folder, STEP),
             }
         )
 
@@ -147,22 +163,24 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         deps=[keys.key("users")],
         group_name=keys.name("users"),
         required_resource_keys={keys.storage, "llm"},
-        partitions_def=SHARDS,
+        partitions_def=release_shards(keys),
         kinds={"python"},
         code_version=CODE_VERSION,
-        description="Descriptions of one block of user ids (partition i: ids i*shard_size to (i+1)*shard_size-1), "
+        description="Descriptions of one release's block of user ids (shard i: ids i*shard_size to "
+        "(i+1)*shard_size-1), "
         "generated into the shared store; materialize `user_descriptions` afterwards to assemble them.",
     )
     def user_description_shards(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         storage, llm = getattr(context.resources, keys.storage), context.resources.llm
-        shard = int(context.partition_key)
+        shard = int(context.partition_key.keys_by_dimension["shard"])
         lo, hi = shard * llm.shard_size, (shard + 1) * llm.shard_size
-        ids = pq.read_table(storage.dataset_dir() / USERS, columns=["user_id"]).column("user_id").to_pylist()
+        folder = keys.dataset_dir(context)
+        ids = pq.read_table(folder / USERS, columns=["user_id"]).column("user_id").to_pylist()
         mine = [i for i in ids if lo <= i < hi]
         if not mine:
             context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
             return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
-        result = run_descriptions(storage, llm, mine, log_progress(context, "users"))
+        result = run_descriptions(folder, storage.domain, llm, mine, log_progress(context, "users"))
         context.log.info(result.summary())
         return dg.MaterializeResult(
             metadata={
@@ -179,9 +197,10 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         asset=keys.key("user_descriptions"),
         description="Every user has a description that passes the checks.",
         required_resource_keys={keys.storage},
+        partitions_def=keys.releases,
     )
     def user_descriptions_quality(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        return description_quality(getattr(context.resources, keys.storage).dataset_dir())
+        return description_quality(keys.dataset_dir(context))
 
     return [user_descriptions, user_description_shards], [user_descriptions_quality]
 

@@ -43,13 +43,11 @@ class DomainSpec:
     corpus_job: str = ""  # the job building the corpus and the catalog ("" -> "<name>_corpus")
     corpus_group: str = ""  # the corpus assets' group ("" -> name)
     key_prefix: str = ""  # "" keeps the keys at the root (movies); "books" -> books/items, group books_users, ...
-    release: str = ""  # the storage resource's default release ("" -> StorageResource's own default)
-    release_env: str = "SUBER_DATA_RELEASE"  # the variable that overrides it in the UI
     resources: dict = field(default_factory=dict)  # resources only this domain's corpus reads (books: "books")
 
     @property
     def keys(self) -> DomainKeys:
-        return DomainKeys(self.key_prefix)
+        return DomainKeys(self.key_prefix, self.name)
 
 
 def _shared_modules() -> list:
@@ -75,20 +73,18 @@ def domain_assets(spec: DomainSpec) -> tuple[list, list]:
             f"domain '{spec.name}': its corpus assets need one keyed '{items.to_user_string()}' "
             "(the shared steps read it)"
         )
-    # Not the description shards: a partitioned parent would make the UI offer to materialize all 100 of its
-    # partitions with the catalog (user_descriptions, the catalog's real input, assembles what they wrote).
-    upstream = [key for a in step_assets if a.partitions_def is None for key in a.keys]
+    # Not the description shards: a parent partitioned by release x shard would make the UI offer to materialize
+    # its 100 shards with the catalog (user_descriptions, the catalog's real input, assembles what they wrote).
+    shards = spec.keys.key("user_description_shards")
+    upstream = [key for a in step_assets for key in a.keys if key != shards]
     return [*step_assets, catalog_asset(upstream, spec.keys)], checks
 
 
 def domain_resources(spec: DomainSpec) -> dict[str, dg.ConfigurableResource]:
     """The UI's resources: their own defaults, with the domain's storage pointed at the domain, and the settings
-    the environment gives as ``EnvVar``s (read when a run starts)."""
-    release = spec.release or StorageResource.model_fields["release"].default
+    the environment gives as ``EnvVar``s (read when a run starts). The release is the run's partition."""
     storage = StorageResource(
-        domain=spec.name,
-        data_dir=from_env("SUBER_DATA_DIR", StorageResource.model_fields["data_dir"].default),
-        release=from_env(spec.release_env, release),
+        domain=spec.name, data_dir=from_env("SUBER_DATA_DIR", StorageResource.model_fields["data_dir"].default)
     )
     tmdb = TMDBResource(
         enabled=os.environ.get("SUBER_DATA_NO_TMDB", "") not in ("1", "true"),  # no EnvVar for an inverted flag

@@ -56,10 +56,9 @@ def _make_checks(
         keys.key(asset_key),
         keys.name(f"{asset_key}_checks"),
         check_descriptions(id_column, source_name),
-        lambda r: check_embeddings(
-            getattr(r, keys.storage).dataset_dir(), asset_key, file_name, id_column, source_name
-        ),
+        lambda c: check_embeddings(keys.dataset_dir(c), asset_key, file_name, id_column, source_name),
         frozenset({keys.storage}),
+        keys.releases,
         blocking=frozenset(check_descriptions(id_column, source_name)),  # bad vectors must not reach the catalog
     )
 
@@ -71,6 +70,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         key=keys.key("item_embeddings"),
         deps=[keys.key("items")],
         group_name=keys.name("embeddings"),
+        partitions_def=keys.releases,
         required_resource_keys={keys.storage, "embedder", "ray"},
         kinds=MODEL_KINDS,
         code_version=code_version(SCHEMA_VERSION, embedding_schema("item_id", 0)),
@@ -78,10 +78,10 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         "(title when empty).",
     )
     def item_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        storage, embedder = getattr(context.resources, keys.storage), context.resources.embedder
+        embedder = context.resources.embedder
         # an unknown recipe is an InputError naming the choices (suber_data.embeddings.recipes.ITEM_RECIPES)
         result = build_item_embeddings(
-            storage.dataset_dir(),
+            keys.dataset_dir(context),
             _embedder(embedder),
             recipe=embedder.recipe,
             progress=log_progress(context, "texts"),
@@ -97,15 +97,16 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         key=keys.key("user_embeddings"),
         deps=[keys.key("user_descriptions")],
         group_name=keys.name("embeddings"),
+        partitions_def=keys.releases,
         required_resource_keys={keys.storage, "embedder", "ray"},
         kinds=MODEL_KINDS,
         code_version=code_version(SCHEMA_VERSION, embedding_schema("user_id", 0)),
         description="One unit vector per user, from the user's generated description.",
     )
     def user_embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        storage, embedder = getattr(context.resources, keys.storage), context.resources.embedder
+        embedder = context.resources.embedder
         result = build_user_embeddings(
-            storage.dataset_dir(),
+            keys.dataset_dir(context),
             _embedder(embedder),
             recipe="description",
             progress=log_progress(context, "texts"),

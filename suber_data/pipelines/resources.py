@@ -23,14 +23,13 @@ def from_env(name: str, default: str | None) -> str | dg.EnvVar | None:
 
 
 class StorageResource(dg.ConfigurableResource):
-    """Where the dataset is written: ``<data_dir>/<domain>/<release>/``."""
+    """Where datasets are written: ``<data_dir>/<domain>/<release>/``, the release being the run's partition."""
 
     data_dir: str = "data"  # SUBER_DATA_DIR in the UI
     domain: str = "movies"
-    release: str = "ml-latest-small"  # SUBER_DATA_RELEASE (books: SUBER_DATA_BOOKS_RELEASE) in the UI
 
-    def dataset_dir(self) -> Path:
-        return settings.dataset_dir(self.domain, self.release, self.data_dir)
+    def dataset_dir(self, release: str) -> Path:
+        return settings.dataset_dir(self.domain, release, self.data_dir)
 
 
 class TMDBResource(dg.ConfigurableResource):

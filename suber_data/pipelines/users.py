@@ -41,8 +41,7 @@ def _checks_of(folder: str, mtime_ns: int, size: int) -> dict[str, CheckResult]:
     return {r.name: r for r in B.check_users_dataset(folder)}
 
 
-def _one(storage: StorageResource, name: str) -> dg.AssetCheckResult:
-    folder = storage.dataset_dir()
+def _one(folder, name: str) -> dg.AssetCheckResult:
     stat = (folder / B.TABLE).stat() if (folder / B.TABLE).exists() else None
     results = _checks_of(str(folder), stat.st_mtime_ns if stat else 0, stat.st_size if stat else 0)
     return to_dagster(results[name].outcome())
@@ -51,13 +50,11 @@ def _one(storage: StorageResource, name: str) -> dg.AssetCheckResult:
 def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     """The ``users`` asset and its checks of one domain (``keys``: how the domain names its assets)."""
 
-    def storage_of(resources) -> StorageResource:
-        return getattr(resources, keys.storage)
-
     @dg.asset(
         key=keys.key("users"),
         deps=[keys.key("items")],  # tastes are written in the items' genre vocabulary
         group_name=keys.name(GROUP),
+        partitions_def=keys.releases,
         required_resource_keys={keys.storage, "users"},
         kinds=PYTHON_KINDS,
         code_version=code_version(B.SAMPLER_VERSION, USERS),
@@ -66,8 +63,8 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         "genre or category tastes; profile 'suber' reproduces SUBER's sampler exactly.",
     )
     def users_asset(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        storage = storage_of(context.resources)
-        result = B.build_users(storage.dataset_dir(), users_config(storage, context.resources.users))
+        storage, folder = getattr(context.resources, keys.storage), keys.dataset_dir(context)
+        result = B.build_users(folder, users_config(storage, context.resources.users))
         context.log.info(result.message)
         metadata: dict = {
             "up_to_date": result.skipped,
@@ -77,17 +74,21 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         }
         preview = next(pq.ParquetFile(result.path).iter_batches(batch_size=10)).to_pandas()
         metadata["preview"] = dg.MetadataValue.md(preview.to_markdown(index=False))
-        metadata |= plot_metadata(storage.dataset_dir(), B.STEP)
+        metadata |= plot_metadata(folder, B.STEP)
         for check in result.checks:
             metadata[f"check_{check.name}"] = f"{'pass' if check.passed else 'fail'}: {check.detail}"
         return dg.MaterializeResult(metadata=metadata)
 
     def one_check(name: str, library_name: str, description: str) -> dg.AssetChecksDefinition:
         @dg.asset_check(
-            asset=keys.key("users"), name=name, description=description, required_resource_keys={keys.storage}
+            asset=keys.key("users"),
+            name=name,
+            description=description,
+            required_resource_keys={keys.storage},
+            partitions_def=keys.releases,
         )
         def _check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-            return _one(storage_of(context.resources), library_name)
+            return _one(keys.dataset_dir(context), library_name)
 
         return _check
 
@@ -96,9 +97,10 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         name="users_tastes_in_items",
         description="every liked/disliked term is a genre (movies) or category (books) of the items",
         required_resource_keys={keys.storage},
+        partitions_def=keys.releases,
     )
     def users_tastes_in_items(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        folder = storage_of(context.resources).dataset_dir()
+        folder = keys.dataset_dir(context)
         return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet").outcome())
 
     checks = [

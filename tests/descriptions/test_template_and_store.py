@@ -97,14 +97,16 @@ def test_unknown_backend_is_a_clear_error(tmp_path):
 
 
 def test_dagster_asset_and_check(tmp_path):
-    write_users(tmp_path / "movies" / "test", 4)
+    write_users(tmp_path / "movies" / "sample", 4)
     resources = {
-        "storage": StorageResource(data_dir=str(tmp_path), domain="movies", release="test"),
+        "storage": StorageResource(data_dir=str(tmp_path), domain="movies"),
         "llm": LLMResource(backend="template"),
         "ray": RayResource(),
     }
     users_stub = dg.AssetSpec("users")
-    result = dg.materialize([users_stub, *assets, *checks], resources=resources, selection=["user_descriptions"])
+    result = dg.materialize(
+        [users_stub, *assets, *checks], resources=resources, selection=["user_descriptions"], partition_key="sample"
+    )
     assert result.success
     mats = result.asset_materializations_for_node("user_descriptions")
     meta = mats[0].metadata
@@ -127,20 +129,25 @@ def test_shares_by_user_range_then_full_run_reuses_everything(tmp_path):
 
 
 def test_partitions_generate_their_users_then_the_asset_assembles(tmp_path):
-    write_users(tmp_path / "movies" / "test", 6)
+    write_users(tmp_path / "movies" / "sample", 6)
     resources = {
-        "storage": StorageResource(data_dir=str(tmp_path), domain="movies", release="test"),
+        "storage": StorageResource(data_dir=str(tmp_path), domain="movies"),
         "llm": LLMResource(backend="template", shard_size=3),
         "ray": RayResource(),
     }
     users_stub = dg.AssetSpec("users")
     for key, expected in (("0", 3), ("1", 3), ("5", 0)):
         shard = dg.materialize(
-            [users_stub, *assets], resources=resources, selection=["user_description_shards"], partition_key=key
+            [users_stub, *assets],
+            resources=resources,
+            selection=["user_description_shards"],
+            partition_key=dg.MultiPartitionKey({"release": "sample", "shard": key}),
         )
         meta = shard.asset_materializations_for_node("user_description_shards")[0].metadata
         assert meta["users"].value == expected
-    assert not (tmp_path / "movies" / "test" / "user_descriptions.parquet").exists()
-    full = dg.materialize([users_stub, *assets], resources=resources, selection=["user_descriptions"])
+    assert not (tmp_path / "movies" / "sample" / "user_descriptions.parquet").exists()
+    full = dg.materialize(
+        [users_stub, *assets], resources=resources, selection=["user_descriptions"], partition_key="sample"
+    )
     meta = full.asset_materializations_for_node("user_descriptions")[0].metadata
     assert (meta["generated"].value, meta["reused"].value, meta["written"].value) == (0, 6, 6)

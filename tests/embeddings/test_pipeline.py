@@ -12,13 +12,13 @@ pytestmark = [needs_st, needs_shared]
 
 def test_materialize_assets_and_checks(records, tmp_path, monkeypatch):
     monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / "cache"))
-    storage = StorageResource(data_dir=str(tmp_path / "data"), domain="movies", release="tiny")
-    dataset = storage.dataset_dir()
+    storage = StorageResource(data_dir=str(tmp_path / "data"), domain="movies")
+    dataset = storage.dataset_dir("sample")
     write_items(dataset, records[:10])
     write_descriptions(dataset, ["likes heist films.", "likes quiet dramas.", "likes heist films."])
     resources = {"storage": storage, "embedder": EmbedderResource(model="minilm", device="cpu"), "ray": RayResource()}
 
-    result = dg.materialize([*assets, *checks], resources=resources)
+    result = dg.materialize([*assets, *checks], resources=resources, partition_key="sample")
     assert result.success
     evaluations = result.get_asset_check_evaluations()
     assert len(evaluations) == 8 and all(e.passed for e in evaluations)
@@ -34,7 +34,9 @@ def test_materialize_assets_and_checks(records, tmp_path, monkeypatch):
     write_items(dataset, records[:11])
     write_descriptions(dataset, ["likes heist films.", "likes quiet dramas.", "likes heist films.", "likes westerns."])
     selection = dg.AssetSelection.assets(item_embeddings) | dg.AssetSelection.checks_for_assets(user_embeddings)
-    again = dg.materialize([*assets, *checks], resources=resources, selection=selection, raise_on_error=False)
+    again = dg.materialize(
+        [*assets, *checks], resources=resources, selection=selection, raise_on_error=False, partition_key="sample"
+    )
     meta = again.asset_materializations_for_node("item_embeddings")[0].metadata
     assert meta["embedded"].value == 1 and meta["reused"].value == 10
     failed = {(e.asset_key.path[0], e.check_name) for e in again.get_asset_check_evaluations() if not e.passed}

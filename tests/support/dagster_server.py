@@ -83,8 +83,9 @@ def wait_for_run(url: str, run_id: str, timeout: float = 240) -> str:
     raise AssertionError(f"run {run_id} did not finish in {timeout}s")
 
 
-def launch_job(url: str, job: str, run_config: dict | None = None) -> str:
-    """Launch ``job`` of the suber-data code location (``run_config``: as the launchpad's); its run id."""
+def launch_job(url: str, job: str, run_config: dict | None = None, partition: str | None = None) -> str:
+    """Launch ``job`` of the suber-data code location (``run_config``: as the launchpad's; ``partition``: the
+    release, as the launchpad's partition picker sets it); its run id."""
     launched = graphql(
         url,
         """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
@@ -97,6 +98,7 @@ def launch_job(url: str, job: str, run_config: dict | None = None) -> str:
                     "jobName": job,
                 },
                 "runConfigData": run_config or {},
+                "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}] if partition else []},
             }
         },
     )["launchRun"]
