@@ -1,11 +1,20 @@
-"""A loopback stand-in for the Hugging Face Hub's upload API, as ``huggingface_hub`` speaks it without Xet.
+"""A loopback stand-in for the Hugging Face Hub's upload API, as ``huggingface_hub`` speaks it, by LFS or by Xet.
 
 Endpoints: ``POST /api/repos/create``, ``GET /api/datasets/{repo}``, ``POST /api/validate-yaml``,
 ``POST /api/datasets/{repo}/preupload/{rev}`` (binary files go to LFS, text files inline),
-``POST /datasets/{repo}.git/info/lfs/objects/batch`` (basic transfer: a PUT per object, then a verify),
 ``POST /api/datasets/{repo}/commit/{rev}`` (NDJSON: header, file, lfsFile). Every API call must carry
-``Authorization: Bearer <token>`` (401 otherwise); the LFS PUT, like S3's presigned URL, carries none.
-Committed files are kept in ``repos[repo_id]["files"]`` for the test to read back.
+``Authorization: Bearer <token>`` (401 otherwise). Committed files are kept in ``repos[repo_id]["files"]``.
+
+The large files reach storage one of two ways, as ``huggingface_hub`` picks (``HF_HUB_DISABLE_XET=1``: LFS):
+
+- LFS: ``POST /datasets/{repo}.git/info/lfs/objects/batch`` (basic transfer: a PUT per object, then a verify);
+  the PUT, like S3's presigned URL, carries no credentials.
+- Xet: ``GET /api/datasets/{repo}/xet-write-token/{rev}`` gives a short-lived CAS token and the CAS address
+  (``{url}/cas`` here); ``hf_xet`` then asks the CAS about its first chunk (``GET /v1/chunks/...``, never known
+  here: 404), uploads each xorb through a grant (``POST /v1/xorb-grants/default/{hash}`` with its length and
+  CRC-64/NVME, a PUT without credentials to the grant's URL, ``POST /v1/xorb-commits/...``), then the shard
+  (``POST /v2/shards``, answered in NDJSON). ``xet`` (a ``XetStore``) checks each upload and rebuilds the files.
+  The commit's ``lfsFile`` entries then name those files by SHA-256, as for LFS.
 """
 
 from __future__ import annotations
@@ -14,14 +23,18 @@ import base64
 import hashlib
 import json
 import re
+import secrets
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 
 import yaml
 
 from tests.support.loopback import LoopbackServer
+from tests.support.xet_cas import XetFormatError, XetStore, crc64nvme
 
 REPO = r"(?P<repo>[\w.-]+/[\w.-]+)"
+HASH = r"(?P<hash>[0-9a-f]{64})"
 BINARY = (".parquet", ".duckdb", ".png")
 SIZE_CATEGORIES = ["n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B"]
 SIZE_CATEGORIES += ["1B<n<10B", "10B<n<100B", "100B<n<1T", "n>1T"]
@@ -60,9 +73,26 @@ class HubHandler(BaseHTTPRequestHandler):
         return False
 
     # -- routes ----------------------------------------------------------------------------------------
+    def _cas_authorised(self) -> bool:
+        """The CAS takes the short-lived Xet token from the Hub, never the Hub token itself."""
+        self.hub.log(self.command, self.path, self.headers.get("Authorization"))
+        if self.headers.get("Authorization") == f"Bearer {self.hub.xet_token}":
+            return True
+        self._send(401, {"error": "Invalid Xet token"})
+        return False
+
     def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path.startswith("/cas/"):
+            if not self._cas_authorised():
+                return
+            if re.fullmatch(rf"/cas/v1/chunks/[\w-]+/{HASH}", path):
+                return self._send(404, {"error": "chunk not tracked for deduplication"})  # nothing is shared here
+            return self._send(404, {"error": f"no route {path}"})
         if not self._authorised():
             return
+        if m := re.fullmatch(rf"/api/datasets/{REPO}/xet-write-token/(?P<rev>[^/]+)", path):
+            return self._xet_token(m["repo"])
         if m := re.fullmatch(rf"/api/datasets/{REPO}", self.path):
             repo = self.hub.repos.get(m["repo"])
             if repo is None:
@@ -78,6 +108,8 @@ class HubHandler(BaseHTTPRequestHandler):
                 return self._send(400, {"error": "content does not match its oid"})
             self.hub.blobs[m["oid"]] = data
             return self._send(200)
+        if m := re.fullmatch(r"/cas/xorb-uploads/(?P<grant>[0-9a-f]{32})", self.path):
+            return self._grant_upload(m["grant"], self._body())
         self._send(404, {"error": f"no route {self.path}"})
 
     def do_POST(self) -> None:
@@ -85,6 +117,8 @@ class HubHandler(BaseHTTPRequestHandler):
             self.hub.log(self.command, self.path, self.headers.get("Authorization"))
             oid = json.loads(self._body())["oid"]
             return self._send(200 if oid in self.hub.blobs else 404)
+        if self.path.startswith("/cas/"):
+            return self._cas_post(self.path.split("?", 1)[0])
         if not self._authorised():
             return
         body = self._body()
@@ -168,9 +202,9 @@ class HubHandler(BaseHTTPRequestHandler):
             if item["key"] == "file":
                 files[value["path"]] = base64.b64decode(value["content"])
             elif item["key"] == "lfsFile":
-                blob = self.hub.blobs.get(value["oid"])
+                blob = self.hub.blobs.get(value["oid"]) or self.hub.xet.files.get(value["oid"])
                 if blob is None or len(blob) != value["size"]:
-                    return self._send(400, {"error": f"LFS object {value['oid']} was not uploaded"})
+                    return self._send(400, {"error": f"LFS or Xet object {value['oid']} was not uploaded"})
                 files[value["path"]] = blob
         with self.hub.lock:
             repo["files"].update(files)
@@ -178,6 +212,94 @@ class HubHandler(BaseHTTPRequestHandler):
             repo["commits"].append({"summary": header["summary"], "revision": revision, "paths": sorted(files)})
         url = f"{self.hub.url}/datasets/{repo_id}/commit/{repo['sha']}"
         self._send(200, {"commitUrl": url, "commitOid": repo["sha"], "pullRequestUrl": None})
+
+    # -- Xet ---------------------------------------------------------------------------------------------
+    def _xet_token(self, repo_id: str) -> None:
+        if repo_id not in self.hub.repos:
+            return self._send(404, {"error": "Repository not found"})
+        # hf_xet reads the JSON body; huggingface_hub reads the same facts from these headers
+        info = {"accessToken": self.hub.xet_token, "exp": int(time.time()) + 3600, "casUrl": f"{self.hub.url}/cas"}
+        body = json.dumps(info).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Xet-Cas-Url", info["casUrl"])
+        self.send_header("X-Xet-Access-Token", info["accessToken"])
+        self.send_header("X-Xet-Token-Expiration", str(info["exp"]))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _cas_post(self, path: str) -> None:
+        if not self._cas_authorised():
+            return
+        body = self._body()
+        store = self.hub.xet
+        try:
+            if m := re.fullmatch(rf"/cas/v1/xorb-grants/default/{HASH}", path):
+                return self._grant(m["hash"], json.loads(body))
+            if m := re.fullmatch(rf"/cas/v1/xorb-commits/default/{HASH}/grant/(?P<grant>[0-9a-f]{{32}})", path):
+                with store.lock:
+                    grant = store.grants.get(m["grant"])
+                if grant is None or grant["xorb"] != m["hash"] or grant["data"] is None:
+                    return self._send(404, {"error": "no data was uploaded for this grant"})
+                return self._send(200, {"was_inserted": store.add_xorb(m["hash"], grant["data"])})
+            if path == "/cas/v2/shards":
+                listing = store.add_shard(body)
+                return self._ndjson(
+                    [
+                        {"type": "validating", "verified": len(listing["files"]), "total": len(listing["files"])},
+                        {"type": "result"},
+                    ]
+                )
+        except XetFormatError as exc:
+            if path == "/cas/v2/shards":  # v2 reports a refused shard in the stream, not in the status
+                return self._ndjson([{"type": "error", "message": str(exc), "retryable": False}])
+            return self._send(400, {"error": str(exc)})
+        self._send(404, {"error": f"no route {path}"})
+
+    def _grant(self, xorb: str, request: dict) -> None:
+        store = self.hub.xet
+        checksum = request.get("checksum") or {}
+        if checksum.get("algo") != "crc64nvme" or not isinstance(request.get("length"), int):
+            return self._send(400, {"error": "a grant needs the xorb's length and its crc64nvme checksum"})
+        with store.lock:
+            if xorb in store.xorbs:
+                return self._send(200, {})  # already stored: nothing to upload
+            grant = secrets.token_hex(16)
+            store.grants[grant] = {
+                "xorb": xorb,
+                "length": request["length"],
+                "crc": int(checksum["value"]),
+                "data": None,
+            }
+        # like an S3 presigned PUT: the URL is the credential, and the client must send exactly the grant's headers
+        # (this checksum header is the stand-in's choice; the PUT fails without it)
+        headers = {"x-amz-checksum-crc64nvme": base64.b64encode(int(checksum["value"]).to_bytes(8, "big")).decode()}
+        url = f"{self.hub.url}/cas/xorb-uploads/{grant}"
+        self._send(201, {"id": grant, "method": "PUT", "url": url, "headers": headers})
+
+    def _grant_upload(self, grant_id: str, data: bytes) -> None:
+        store = self.hub.xet
+        with store.lock:
+            grant = store.grants.get(grant_id)
+        if grant is None:
+            return self._send(403, {"error": "unknown or expired grant"})
+        expected = base64.b64encode(grant["crc"].to_bytes(8, "big")).decode()
+        if self.headers.get("x-amz-checksum-crc64nvme") != expected:
+            return self._send(400, {"error": "the grant's checksum header is missing or altered"})
+        if len(data) != grant["length"] or crc64nvme(data) != grant["crc"]:
+            return self._send(400, {"error": "the body does not have the granted length and checksum"})
+        with store.lock:
+            grant["data"] = data
+        self._send(200)
+
+    def _ndjson(self, frames: list[dict]) -> None:
+        body = b"".join(json.dumps(frame).encode() + b"\n" for frame in frames)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
 class HubServer(LoopbackServer):
@@ -190,6 +312,8 @@ class HubServer(LoopbackServer):
         self.lock = threading.Lock()
         self.repos: dict[str, dict] = {}
         self.blobs: dict[str, bytes] = {}
+        self.xet = XetStore()
+        self.xet_token = f"xet_{secrets.token_hex(16)}"
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization header)
 
     @property
