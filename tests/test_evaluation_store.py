@@ -57,6 +57,19 @@ def test_run_stopped_by_a_failing_server_resumes_with_only_the_missing_blocks(sa
     assert metrics(tmp_path / "rep")["results"] == metrics(tmp_path / "whole")["results"]
 
 
+def test_metrics_record_the_openai_model_and_its_server_without_credentials(sample, tmp_path):
+    with CompletionsServer() as server:
+        secret_url = server.base_url.replace("http://", "http://evaluator:s3cret@")
+        result = evaluate(sample, "openai", tmp_path, base_url=secret_url, **OPENAI)
+        assert len(server.prompts) == 40  # the server behind that URL did the rating
+    settings = metrics(tmp_path)["settings"]
+    assert settings["rater"] == "openai" and settings["model"] == "m"
+    assert settings["base_url"] == settings["rater_options"]["base_url"] == server.base_url
+    assert result["settings"] == settings
+    written = (tmp_path / "metrics.json").read_text() + (tmp_path / "report.md").read_text()
+    assert "s3cret" not in written and "evaluator@" not in written
+
+
 def test_damaged_block_names_its_file_and_the_fix(sample, tmp_path):
     evaluate(sample, "oracle", tmp_path, suite=("high_low",), block_size=8)
     part = sorted((tmp_path / "ratings" / "oracle").glob("*.parquet"))[0]
