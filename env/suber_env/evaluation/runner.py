@@ -152,6 +152,7 @@ def evaluate(
     )
     # the evaluated rater: plan the suite's requests, rate the blocks the store lacks, score from the store
     store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)
+    store.remove_temporary()  # what a driver killed mid-write left
     plan = Plan(store)
     _run(ds, plan.factory(), out / "personas" / rater, suite, seed, sizes)
     todo = plan.missing()
