@@ -1,7 +1,9 @@
 """The CLI as a user meets it: bad options refused before any step runs, errors on one line without class
 paths (the traceback under --verbose), --json output that parses, tables that keep names whole at 80 columns."""
 
+import importlib.util
 import json
+import time
 
 import pytest
 from rich.console import Console
@@ -10,6 +12,7 @@ from typer.testing import CliRunner
 from suber_data.cli import main
 from suber_data.cli.main import app
 from suber_data.sources import REGISTRY
+from tests.support.loopback import closed_port
 
 runner = CliRunner()
 
@@ -56,6 +59,20 @@ def test_bad_option_fails_before_any_step(env, domain, args, option, fix, monkey
     assert option in lines[0] and fix in lines[0]
     assert "suber_data.errors" not in result.output and "Traceback" not in result.output
     assert not (env / "data").exists() and not (env / "cache").exists()  # nothing written, nothing downloaded
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the ray extra")
+def test_ray_address_where_nothing_listens_fails_in_seconds(env):
+    with closed_port() as port:
+        started = time.monotonic()
+        result = runner.invoke(app, ["build", "movies", "--release", "sample", "--ray", f"127.0.0.1:{port}"])
+        seconds = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: --ray 127.0.0.1:{port}: no Ray cluster"), result.output
+    assert "ray start --head" in lines[0] and "--ray local" in lines[0]
+    assert seconds < 15  # ray.init alone would retry for minutes
+    assert not (env / "data").exists()  # refused before any step
 
 
 def test_good_options_pass_the_checks(env):

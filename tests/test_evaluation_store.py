@@ -5,6 +5,8 @@ size does not change an exact rater's numbers, and bad input gets a one-line err
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,37 @@ def test_run_stopped_by_a_failing_server_resumes_with_only_the_missing_blocks(sa
     assert resumed["ratings"] == {"blocks": 10, "rated": 7, "reused": 3, "store": str(store)}
     assert resumed["results"] == whole["results"]
     assert metrics(tmp_path / "rep")["results"] == metrics(tmp_path / "whole")["results"]
+
+
+def test_metrics_record_the_openai_model_and_its_server_without_credentials(sample, tmp_path):
+    with CompletionsServer() as server:
+        secret_url = server.base_url.replace("http://", "http://evaluator:s3cret@")
+        result = evaluate(sample, "openai", tmp_path, base_url=secret_url, **OPENAI)
+        assert len(server.prompts) == 40  # the server behind that URL did the rating
+    settings = metrics(tmp_path)["settings"]
+    assert settings["rater"] == "openai" and settings["model"] == "m"
+    assert settings["base_url"] == settings["rater_options"]["base_url"] == server.base_url
+    assert result["settings"] == settings
+    written = (tmp_path / "metrics.json").read_text() + (tmp_path / "report.md").read_text()
+    assert "s3cret" not in written and "evaluator@" not in written
+
+
+def test_a_run_removes_the_half_written_parts_a_killed_run_left(sample, tmp_path):
+    first = evaluate(sample, "oracle", tmp_path, suite=("high_low",), block_size=8)
+    store = tmp_path / "ratings" / "oracle"
+    parts = {p.name: p.read_bytes() for p in store.glob("*.parquet")}
+    # what a driver killed between the store's mkstemp and its rename leaves: a part cut short
+    fd, left = tempfile.mkstemp(dir=store, prefix="tmp", suffix=".tmp")
+    os.write(fd, next(iter(parts.values()))[:100])
+    os.close(fd)
+    others = [store / "notes.tmp", store / "tmp-notes.txt", tmp_path / "ratings" / "tmpkeep.tmp"]
+    for path in others:  # not the store's temporary names, or not in its folder: kept
+        path.write_text("keep")
+    again = evaluate(sample, "oracle", tmp_path, suite=("high_low",), block_size=8)
+    assert not Path(left).exists()
+    assert all(path.read_text() == "keep" for path in others)
+    assert {p.name: p.read_bytes() for p in store.glob("*.parquet")} == parts
+    assert again["ratings"]["rated"] == 0 and again["results"] == first["results"]
 
 
 def test_damaged_block_names_its_file_and_the_fix(sample, tmp_path):

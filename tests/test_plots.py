@@ -30,8 +30,8 @@ from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, UsersResource
 from suber_data.publish.hub import publish
 from suber_data.users import build as users_build
-from suber_data.users.checks import score_interval
-from suber_data.users.plots import age_groups, rate_intervals
+from suber_data.users.checks import rate_intervals, score_interval
+from suber_data.users.plots import age_groups
 from tests.descriptions.helpers import write_users
 from tests.descriptions.openai_server import OpenAIServer
 from tests.test_seam import BIN, _offline_env, build_sample

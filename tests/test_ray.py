@@ -20,12 +20,14 @@ import pytest
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.store import ChunkStore
+from suber_data.errors import SuberDataError
 from tests.descriptions.helpers import write_users
 from tests.descriptions.openai_server import OpenAIServer
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'suber-data[ray]'")
 
 from suber_data.scale import RayRunner  # noqa: E402 - after the skip
+from tests.support.loopback import closed_port  # noqa: E402
 from tests.support.ray_cluster import loopback_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +44,15 @@ def table(path: Path, drop: tuple[str, ...] = ("seconds",)):
     """A description table without its timing column (the time each row took differs between any two runs)."""
     t = pq.read_table(path)
     return t.drop_columns([c for c in drop if c in t.column_names])
+
+
+def test_connect_where_nothing_listens_fails_before_ray_init():  # first: before the module cluster connects
+    with closed_port() as port:
+        started = time.monotonic()
+        with pytest.raises(SuberDataError, match=rf"127\.0\.0\.1:{port}.*ray start --head.*--ray local"):
+            RayRunner(address=f"127.0.0.1:{port}").connect()
+        assert time.monotonic() - started < 10
+    assert not ray.is_initialized()
 
 
 def test_cluster_is_two_nodes_of_one_cpu(cluster):

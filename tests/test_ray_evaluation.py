@@ -22,6 +22,7 @@ ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'suber
 
 from suber_env.evaluation.ray_rating import RayOptions, connect  # noqa: E402 - after the skip
 
+from tests.support.loopback import closed_port  # noqa: E402
 from tests.support.ray_cluster import loopback_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +47,23 @@ def parts(out: Path, rater: str) -> dict[str, bytes]:
 
 def metrics(out: Path) -> dict:
     return json.loads((out / "metrics.json").read_text())
+
+
+def test_ray_address_where_nothing_listens_fails_in_seconds(sample, tmp_path):  # first: before the cluster
+    from suber_env.cli import app
+    from typer.testing import CliRunner
+
+    args = ["evaluate", str(sample), "--out", str(tmp_path / "ray"), "--pairs", "20", "--block-size", "16"]
+    with closed_port() as port:
+        started = time.monotonic()
+        result = CliRunner().invoke(app, [*args, "--ray", f"127.0.0.1:{port}"])
+        seconds = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: no Ray cluster answers at '127.0.0.1:{port}'"), lines
+    assert "ray start --head" in lines[0] and "--ray local" in lines[0]
+    assert seconds < 15  # ray.init alone would retry for minutes
+    assert not ray.is_initialized() and not list((tmp_path / "ray" / "ratings").rglob("*.parquet"))
 
 
 def test_oracle_on_ray_from_the_command_equals_the_single_process_run(cluster, sample, tmp_path):

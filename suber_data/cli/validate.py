@@ -51,11 +51,23 @@ def check_options(o) -> None:
         raise SuberDataError(
             f"{shown(o, 'ray', o.ray)}: Ray is not installed; pip install 'suber-data[ray]' (docs/scale-out.md)"
         )
+    if o.ray is not None:
+        _check_ray_address(o)
     # The default backend and model are checked too when the build will use them (--only names their step).
     if o.llm is not None or o.model is not None or o.only == "descriptions":
         _check_llm(o, o.llm or LLMResource().backend)
     if o.embedding_model is not None or o.only == "embeddings":
         _check_embedding_model(o, o.embedding_model or EmbedderResource().model)
+
+
+def _check_ray_address(o) -> None:
+    """A dead HOST:PORT is refused now, not when the descriptions step first connects (after the downloads)."""
+    from suber_data.scale.ray_runner import check_reachable
+
+    try:
+        check_reachable(o.ray)
+    except SuberDataError as exc:
+        raise SuberDataError(f"{shown(o, 'ray', o.ray)}: {exc}") from exc
 
 
 def _check_llm(o, backend: str) -> None:

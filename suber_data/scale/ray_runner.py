@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import pickle
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,21 @@ class RayOptions:
             raise SuberDataError("num_cpus and num_gpus per Ray worker must not be negative")
 
 
+def check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Refuse a HOST:PORT where nothing accepts connections: ``ray.init`` would retry it for minutes. "auto",
+    "local" and "ray://..." are left to ``ray.init`` (they resolve, start a Ray or use the client's own timeout)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "/" in host:
+        return
+    try:
+        socket.create_connection((host.removeprefix("[").removesuffix("]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise SuberDataError(
+            f"no Ray cluster answers at {address!r} ({exc.strerror or exc}); start one with `ray start --head` "
+            "(docs/scale-out.md) or pass --ray local"
+        ) from exc
+
+
 def _ray():
     try:
         import ray
@@ -102,6 +118,7 @@ class RayRunner:
         if ray.is_initialized():
             return ray
         o = self.options
+        check_reachable(o.address)
         runtime_env: dict[str, Any] = {}
         env = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
         if env:

@@ -197,11 +197,22 @@ def score_interval(observed: np.ndarray, n: int, confidence: float = 0.99) -> tu
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
+def rate_intervals(rows: list[RateRow], confidence: float = 0.99) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval (continuity-corrected) of each row's observed rate: always inside [0, 1]. The
+    like-rate plot draws it and the check's detail quotes it."""
+    if not rows:
+        return np.empty(0), np.empty(0)
+    return score_interval(np.array([r.observed for r in rows]), rows[0].n, confidence)
+
+
 def check_like_rates(rows: list[RateRow], *, confidence: float = 0.99) -> CheckResult:
     """Passes when every rate is inside its family-wise interval (Bonferroni over all rates, so 130
-    book-category rates do not raise a false alarm 73 % of the time); the detail also counts the rates
-    outside their individual ``confidence`` interval, which chance alone puts at about 1 %."""
-    outside = [r for r in rows if not r.inside]
+    book-category rates do not raise a false alarm 73 % of the time); the detail also counts the targets
+    outside the individual ``confidence`` interval of their observed rate (the plot's), which chance alone puts
+    at about 1 %."""
+    low, high = rate_intervals(rows, confidence)
+    # quoted around the observed rate, as the plot draws it: the normal interval around a rare target goes below 0
+    outside = [(r, lo, hi) for r, lo, hi in zip(rows, low, high, strict=True) if not lo <= r.target <= hi]
     z_family = NormalDist().inv_cdf(1 - (1 - confidence) / (2 * max(len(rows), 1)))
     z_single = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     failing = []
@@ -211,12 +222,14 @@ def check_like_rates(rows: list[RateRow], *, confidence: float = 0.99) -> CheckR
             failing.append(r)
     worst = max((abs(r.observed - r.target) for r in rows), default=0.0)
     detail = (
-        f"{len(rows) - len(outside)}/{len(rows)} rates inside their individual {confidence:.0%} binomial interval, "
-        f"{len(rows) - len(failing)}/{len(rows)} inside the family-wise one; largest |observed - target| {worst:.4f}"
+        f"{len(rows) - len(outside)}/{len(rows)} targets inside the {confidence:.0%} Wilson interval of their rate, "
+        f"{len(rows) - len(failing)}/{len(rows)} rates inside the family-wise interval; "
+        f"largest |observed - target| {worst:.4f}"
     )
     if outside:
         detail += "; outside: " + ", ".join(
-            f"{r.list_kind} {r.name} {r.observed:.4f} not in [{r.low:.4f}, {r.high:.4f}]" for r in outside[:6]
+            f"{r.list_kind} {r.name} target {r.target:.4f} not in [{lo:.4f}, {hi:.4f}] around {r.observed:.4f}"
+            for r, lo, hi in outside[:6]
         )
     return CheckResult(
         "like_rates",

@@ -10,7 +10,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from suber_data.plotting import BLUE, GREEN, GREY, ORANGE, RED, figure, legend_below, save
-from suber_data.users.checks import RateRow, age_sex_counts, score_interval
+from suber_data.users.checks import RateRow, age_sex_counts, rate_intervals
 
 AGE_GROUP = 5  # years per bar: single years are unreadable for a few hundred users
 CONFIDENCE = 0.99  # like_rate_rows' individual level
@@ -58,13 +58,6 @@ def plot_age_pyramid(table: pa.Table, target: np.ndarray, path: str | Path, titl
     return save(fig, path)
 
 
-def rate_intervals(rows: list[RateRow], confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
-    """The Wilson score interval (continuity-corrected) of each row's observed rate: always inside [0, 1]."""
-    if not rows:
-        return np.empty(0), np.empty(0)
-    return score_interval(np.array([r.observed for r in rows]), rows[0].n, confidence)
-
-
 def plot_like_rates(rows: list[RateRow], path: str | Path, title: str, dropped: set[str] = frozenset()) -> Path:
     """Per genre/category: the sampled like and dislike rates with their 99 % Wilson intervals, the capped target
     (inside the interval when the check accepts the rate) and, for like-rate priors, the prior itself. Names in
@@ -76,7 +69,7 @@ def plot_like_rates(rows: list[RateRow], path: str | Path, title: str, dropped: 
     for ax, kind in zip(axes[0], ("liked", "disliked"), strict=True):
         part = [r for r in rows if r.list_kind == kind]
         observed = np.array([r.observed for r in part])
-        low, high = rate_intervals(part)
+        low, high = rate_intervals(part, CONFIDENCE)
         ax.barh(y, observed, color=BLUE if kind == "liked" else RED, alpha=0.7)
         ax.errorbar(observed, y, xerr=[observed - low, high - observed], fmt="none", ecolor="black", lw=1, capsize=2)
         ax.plot([r.target for r in part], y, "|", color="black", ms=12, mew=2)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
@@ -50,3 +53,12 @@ class LoopbackServer:
         """Wait, but wake at once when the server stops."""
         if seconds > 0:
             self._stop.wait(seconds)
+
+
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A loopback port held bound but never listening: connecting is refused at once, and no other process
+    can start listening there while the test runs (a port merely freed could be taken)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -121,6 +124,28 @@ def test_occupation_check_catches_violations():
     assert not result.passed
     assert result.observed == 2
     assert "working_age_without_job=1" in result.detail and "child_not_at_school=1" in result.detail
+
+
+def test_like_rate_detail_quotes_the_plotted_interval_inside_0_1():
+    config = UsersConfig(count=40, seed=3)
+    inputs = load_inputs(config)
+    table = sample(config, inputs).to_arrow()
+    _, rows = run_checks(table, config, inputs)
+    rare = min((r for r in rows if r.list_kind == "disliked"), key=lambda r: r.target)
+    # every user dislikes the genre fewest should: its rate lands far above its small target
+    disliked = [d if rare.name in d else [*d, rare.name] for d in table["disliked"].to_pylist()]
+    column = table.schema.get_field_index("disliked")
+    broken = table.set_column(column, "disliked", pa.array(disliked, table.schema.field(column).type))
+    results, rows = run_checks(broken, config, inputs)
+    check = next(r for r in results if r.name == "like_rates")
+    row = next(r for r in rows if r.list_kind == "disliked" and r.name == rare.name)
+    assert row.observed == 1.0 and row.low < 0  # the normal interval around this target leaves [0, 1]
+    quoted = re.search(rf"disliked {re.escape(rare.name)} target [\d.]+ not in \[([-\d.]+), ([-\d.]+)\]", check.detail)
+    assert quoted, check.detail
+    low, high = (float(v) for v in quoted.groups())
+    (plot_low,), (plot_high,) = C.rate_intervals([row])  # what users_like_rates.png draws for this rate
+    assert 0.0 <= low <= high <= 1.0
+    assert (low, high) == pytest.approx((plot_low, plot_high), abs=5e-5)
 
 
 def test_balanced_bernoulli_and_cap_marginals():

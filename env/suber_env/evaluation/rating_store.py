@@ -38,6 +38,8 @@ from .stats import cold_requests
 
 _FIELDS = ("users", "items", "hist_items", "hist_ratings", "seen")
 _DTYPES = (np.int64, np.int64, np.int64, np.float64, np.int64)
+# A part being written: mkstemp's default name pattern, kept so that leftovers of earlier versions match too.
+_TEMP_PREFIX, _TEMP_SUFFIX = "tmp", ".tmp"
 _OPERATIONAL = {"base_url", "api_key_env", "timeout", "connect_timeout", "max_attempts", "backoff", "max_backoff"}
 
 
@@ -175,7 +177,7 @@ class RatingStore:
         flat = pa.array(np.ascontiguousarray(probs, np.float64).ravel())
         table = pa.table({"probs": pa.FixedSizeListArray.from_arrays(flat, self.scale.n)})
         table = table.replace_schema_metadata({"prompt_hash": prompt, "rater": self.spec.kind})
-        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX)
         os.close(fd)
         try:
             pq.write_table(table, tmp)
@@ -183,6 +185,16 @@ class RatingStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def remove_temporary(self) -> int:
+        """Delete the half-written parts a killed run left (the store's own temporary names only); call it
+        before a run writes, as one run at a time writes a store. Returns how many were removed."""
+        if not self.folder.is_dir():
+            return 0
+        stale = [p for p in self.folder.glob(f"{_TEMP_PREFIX}*{_TEMP_SUFFIX}") if p.is_file()]
+        for path in stale:
+            path.unlink(missing_ok=True)
+        return len(stale)
 
     def read(self, block: Block) -> np.ndarray:
         path = self.path(block)

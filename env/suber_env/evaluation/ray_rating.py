@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,11 +65,27 @@ def _ray():
     return ray
 
 
+def check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Refuse a HOST:PORT where nothing accepts connections, which ``ray.init`` would retry for minutes; "auto",
+    "local" and "ray://..." go to ``ray.init`` as they are."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "/" in host:
+        return
+    try:
+        socket.create_connection((host.removeprefix("[").removesuffix("]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise RayRunError(
+            f"no Ray cluster answers at {address!r} ({exc.strerror or exc}); start one with `ray start --head` "
+            "(docs/scale-out.md) or pass --ray local"
+        ) from exc
+
+
 def connect(options: RayOptions):
     """``ray`` connected to ``options.address`` (an existing connection of this process is used as it is)."""
     ray = _ray()
     if ray.is_initialized():
         return ray
+    check_reachable(options.address)
     runtime_env: dict[str, Any] = {}
     env = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
     if env:

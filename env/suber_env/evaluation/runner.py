@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -151,6 +152,7 @@ def evaluate(
     )
     # the evaluated rater: plan the suite's requests, rate the blocks the store lacks, score from the store
     store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)
+    store.remove_temporary()  # what a driver killed mid-write left
     plan = Plan(store)
     _run(ds, plan.factory(), out / "personas" / rater, suite, seed, sizes)
     todo = plan.missing()
@@ -169,12 +171,15 @@ def evaluate(
     }
     for name in (c for c in CONTROLS if c in controls):  # the report's column order
         results[name] = _run(ds, controls_made[name], out / "personas" / name, suite, seed, sizes)
-    model = rater_kw.get("path") or getattr(rater_kw.get("model"), "name_or_path", None) or rater_kw.get("model_name")
+    model = rater_kw.get("model")  # openai: the served model's name; transformers: a model object, if given
+    model = rater_kw.get("path") or (model if isinstance(model, str) else getattr(model, "name_or_path", None))
+    base_url = _public_url(rater_kw.get("base_url"))
     settings = {
         "dataset": str(ds.path),
         "domain": ds.domain,
         "rater": rater,
         "model": str(model) if model else None,
+        "base_url": base_url,
         "scale": scale,
         "seed": seed,
         "suite": list(suite),
@@ -182,9 +187,19 @@ def evaluate(
         "controls": list(controls),
         "block_size": block_size,
         "prompt_hashes": prompt_hashes,
-        "rater_options": {k: v for k, v in rater_kw.items() if isinstance(v, (str, int, float, bool))},
+        "rater_options": {
+            k: base_url if k == "base_url" else v for k, v in rater_kw.items() if isinstance(v, (str, int, float, bool))
+        },
     }
     write_report(out, results, settings)
     planned = len({b.key for b in plan.blocks})
     ratings = {"blocks": planned, "rated": len(todo), "reused": planned - len(todo), "store": str(store.folder)}
     return {"settings": settings, "results": results, "out": str(out), "ratings": ratings}
+
+
+def _public_url(url: str | None) -> str | None:
+    """A server URL without its user:password part: metrics.json is shared, credentials are not."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
