@@ -144,6 +144,9 @@ def test_materialize_books_writes_the_same_dataset_as_the_cli(offline):
     assert result.success
     evaluations = result.get_asset_check_evaluations()
     assert {e.asset_key.to_user_string() for e in evaluations} == {"books/items", "books/ratings", "books/users"}
+    (release,) = [e for e in result.get_asset_materialization_events() if e.asset_key.path == ["books", "release"]]
+    sizes = release.materialization.metadata  # the release's files are sized, not counted (that needs a scan)
+    assert sizes["Books_rating.csv_bytes"].value > 0 and "Books_rating.csv" not in sizes
     assert all(e.passed for e in evaluations), [(e.check_name, e.metadata) for e in evaluations if not e.passed]
     args = ["build", "books", "--release", "books-sample", "--users", "8", "--data-dir", str(offline / "cli")]
     cli = CliRunner().invoke(app, args)

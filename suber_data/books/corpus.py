@@ -63,7 +63,7 @@ def build_amazon2023(*, progress: bool | None = None) -> StepResult:
     work = cache_work_dir("amazon2023-books", fp)
     if (done := cache_step_done(work)) is not None and all(Path(p).exists() for p in done["files"].values()):
         return StepResult("amazon2023-books", fp, True, done["counts"], work)
-    counts = {path.name: path.stat().st_size for path in paths.values()}
+    counts = {f"{path.name} bytes": path.stat().st_size for path in paths.values()}  # sizes: rows need a scan
     source = {
         r.filename: {**r.describe(), "size": paths[k].stat().st_size, "sha256": hashes[k]}
         for k, r in (("meta", META), ("reviews", REVIEWS))
@@ -86,7 +86,7 @@ def build_kaggle(release_name: str, *, progress: bool | None = None) -> StepResu
         return StepResult("kaggle-books", fp, True, done["counts"], work)
     folder = _mirror_csvs(release)
     source = _copy_csvs(release, folder, work) if folder else _extract_zip(release, work, progress)
-    counts = {name: (work / name).stat().st_size for name in (BOOKS_FILE, RATINGS_FILE)}
+    counts = {f"{name} bytes": (work / name).stat().st_size for name in (BOOKS_FILE, RATINGS_FILE)}
     write_json(work / "done.json", {"counts": counts, "source": source, "release": release.name})
     return StepResult("kaggle-books", fp, False, counts, work)
 

@@ -105,22 +105,21 @@ def test_error_with_bracketed_path_prints_whole(env, monkeypatch):
     assert not (env / "data" / "movies" / "ml-1m").exists()
 
 
-def _custom_release(env, monkeypatch, name: str, payload: bytes):
-    from suber_data.sources import Release, register
-
+def _mirror_ml_latest(env, monkeypatch, payload: bytes) -> None:
+    """Serve ``payload`` as ml-latest, the one MovieLens release with no pinned checksum (GroupLens updates it), so a
+    damaged file reaches the parser through the real release and its Dagster partition."""
     folder = env / "mirror"
     folder.mkdir(exist_ok=True)
-    (folder / f"{name}.zip").write_bytes(payload)
-    register(Release(name, f"https://example.invalid/{name}.zip", "movielens"))
+    (folder / "ml-latest.zip").write_bytes(payload)
     monkeypatch.setenv("SUBER_DATA_MIRROR", str(folder))
 
 
 def test_truncated_zip_fails_clearly_and_leaves_no_dataset(env, shared_movielens, monkeypatch):
     data = (shared_movielens / "ml-latest-small.zip").read_bytes()
-    _custom_release(env, monkeypatch, "ml-cut", data[: len(data) // 3])
-    result = build("--release", "ml-cut", "--no-tmdb")
+    _mirror_ml_latest(env, monkeypatch, data[: len(data) // 3])
+    result = build("--release", "ml-latest", "--no-tmdb")
     assert result.exit_code == 1 and "zip" in result.output
-    assert not (env / "data" / "movies" / "ml-cut").exists()
+    assert not (env / "data" / "movies" / "ml-latest").exists()
 
 
 def test_csv_missing_column_fails_clearly_and_leaves_no_dataset(env, monkeypatch, tmp_path):
@@ -128,11 +127,11 @@ def test_csv_missing_column_fails_clearly_and_leaves_no_dataset(env, monkeypatch
     with zipfile.ZipFile(zpath, "w") as zf:
         zf.writestr("ml-bad/movies.csv", "movieId,title\n1,Toy Story (1995)\n")
         zf.writestr("ml-bad/ratings.csv", "userId,movieId,rating,timestamp\n1,1,4.0,964982703\n")
-    _custom_release(env, monkeypatch, "ml-bad", zpath.read_bytes())
-    result = build("--release", "ml-bad", "--no-tmdb")
+    _mirror_ml_latest(env, monkeypatch, zpath.read_bytes())
+    result = build("--release", "ml-latest", "--no-tmdb")
     assert result.exit_code == 1
     assert "movies.csv" in result.output and "genres" in result.output
-    assert not (env / "data" / "movies" / "ml-bad").exists()
+    assert not (env / "data" / "movies" / "ml-latest").exists()
 
 
 @pytest.mark.skipif(not records_available(), reason="shared TMDB records are absent")

@@ -156,19 +156,17 @@ def test_planted_cache_entry_offline_is_refused_with_the_reason(env, tmp_path, m
 
 def test_wrong_mirror_file_offline_says_why_and_what_to_replace(env, tmp_path, monkeypatch):
     """Through the CLI, with [brackets] in the mirror's path: the reason survives and the advice fits."""
-    _, good_md5 = _release_zip(tmp_path / "good.zip", "Right Movie")
+    good_md5 = REGISTRY["ml-1m"].md5  # GroupLens' published md5, the release's pin
     mirror = tmp_path / "mirror [offline]"
     mirror.mkdir()
-    _release_zip(mirror / "ml-test-1m.zip", "Wrong Movie")
-    release = Release("ml-test-1m", "https://files.grouplens.org/none/ml-test-1m.zip", "movielens", md5=good_md5)
-    monkeypatch.setitem(REGISTRY, release.name, release)
+    _release_zip(mirror / "ml-1m.zip", "Wrong Movie")
     monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
     monkeypatch.setenv("SUBER_DATA_MIRROR", str(mirror))
-    result = CliRunner().invoke(app, ["build", "movies", "--release", "ml-test-1m", "--no-tmdb"])
+    result = CliRunner().invoke(app, ["build", "movies", "--release", "ml-1m", "--no-tmdb"])
     assert result.exit_code == 1
     error = " ".join(line.strip() for line in result.output.splitlines() if line.strip())
     error = error[error.index("error:") :]
-    assert f"replace {mirror / 'ml-test-1m.zip'}" in error, result.output
+    assert f"replace {mirror / 'ml-1m.zip'}" in error, result.output
     assert f"expected {good_md5}" in error and "md5" in error  # the reason, not an empty "[]"
     assert "set SUBER_DATA_MIRROR" not in error
 
@@ -195,14 +193,12 @@ def test_a_quote_in_the_folder_name_is_no_sql(tmp_path):
 def test_parse_failure_reaches_the_cli_as_one_line(env, tmp_path, monkeypatch):
     mirror = tmp_path / "mirror"
     mirror.mkdir()
-    with zipfile.ZipFile(mirror / "ml-test-bad.zip", "w") as zf:
+    with zipfile.ZipFile(mirror / "ml-latest.zip", "w") as zf:  # ml-latest: the release with no pinned checksum
         zf.writestr("ml-bad/movies.csv", "movieId,title,genres\n1,Toy Story (1995),Comedy\n")
         zf.writestr("ml-bad/ratings.csv", "userId,movieId,rating,timestamp\n1,1,4.0,964982703\n2,x,3.5,1445714835\n")
-    release = Release("ml-test-bad", "https://example.invalid/ml-test-bad.zip", "movielens")
-    monkeypatch.setitem(REGISTRY, release.name, release)
     monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
     monkeypatch.setenv("SUBER_DATA_MIRROR", str(mirror))
-    result = CliRunner().invoke(app, ["build", "movies", "--release", "ml-test-bad", "--no-tmdb"])
+    result = CliRunner().invoke(app, ["build", "movies", "--release", "ml-latest", "--no-tmdb"])
     assert result.exit_code == 1
     error = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and "^" not in result.output, result.output
