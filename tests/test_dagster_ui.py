@@ -2,7 +2,8 @@
 
 Builds both packaged samples with the CLI, serves them with `dagster dev` on loopback, materializes the corpus
 jobs (the movies one by clicking "Materialize all", as a user would), then reads what the pages show: both
-domains in the lineage, an asset's kinds, row count and column schema, its checks (blocking ones marked), a run.
+domains in the lineage, an asset's kinds, row count and column schema, its plots' sketches shown inline (and the
+full plot one click away), its checks (blocking ones marked), a run.
 Screenshots go to $SUBER_DATA_UI_SHOTS (docs/img/ holds the committed ones) or the test's tmp folder.
 
 Needs Playwright (the dev extra) and a Chromium at /usr/bin/chromium (Debian's `chromium` package); no
@@ -42,6 +43,14 @@ BROWSER_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+# An image's left and right ends are the topmost element at those points (not cut off by its table, not covered),
+# with every box around it scrolled back to its left edge, as a visitor first sees it (scrolling an image into
+# view also scrolls sideways, which would hide a clipped one).
+UNCLIPPED = """i => { for (let e = i.parentElement; e; e = e.parentElement) e.scrollLeft = 0;
+    const r = i.getBoundingClientRect(), y = r.top + r.height / 2;
+    return [r.left + 2, r.right - 2].every(x => document.elementFromPoint(x, y) === i); }"""
 
 
 @pytest.fixture
@@ -134,6 +143,29 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
             assert shown in asset, shown
         page.screenshot(path=shots / "asset_items.png")
 
+        # its plots: each one's sketch shows on the page as an image, with no click; the PNG is one click away
+        sketches = page.locator("img[src^='data:image/svg+xml,']")
+        assert sketches.count() == 4, sketches.count()
+        for name in ("genres", "votes", "years", "coverage"):
+            sketch = page.get_by_role("img", name=f"items: {name}", exact=True)
+            sketch.scroll_into_view_if_needed()
+            assert sketch.is_visible(), name
+            drawn = sketch.evaluate("i => [i.complete, i.naturalWidth, i.getBoundingClientRect().width]")
+            assert drawn[0] and drawn[1] >= 300 and drawn[2] >= 300, (name, drawn)  # decoded, at its own width
+            # nothing clips or covers it: its left and right ends are what the page shows there
+            assert sketch.evaluate(UNCLIPPED), name
+        assert not page.get_by_role("dialog").count()
+        page.get_by_text("plot_genres_sketch", exact=True).evaluate("e => e.scrollIntoView({block: 'start'})")
+        time.sleep(1)  # the genres and votes sketches fill the window
+        page.screenshot(path=shots / "asset_items_plots.png")
+        full = page.get_by_role("row").filter(has=page.get_by_role("cell", name="plot_genres", exact=True))
+        full.get_by_text("[Show Markdown]").click()
+        png = page.get_by_role("dialog").get_by_role("img", name="items: genres")
+        png.wait_for(timeout=10_000)
+        assert png.get_attribute("src").startswith("data:image/png;base64,")
+        assert png.evaluate("i => i.naturalWidth") == 800  # the plot at full size
+        page.get_by_role("button", name="Close").click()
+
         checks = _page_text(page, "/assets/items?view=checks", base)
         for shown in ("items_ids_unique", "items_tmdb_coverage", "This is a blocking asset check", "Passed"):
             assert shown in checks, shown
@@ -146,4 +178,10 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
         page.screenshot(path=shots / "run_movie_corpus.png")
         browser.close()
     taken = {p.name for p in shots.glob("*.png") if p.stat().st_size > 10_000}
-    assert {"lineage.png", "asset_items.png", "asset_items_checks.png", "run_movie_corpus.png"} <= taken
+    assert {
+        "lineage.png",
+        "asset_items.png",
+        "asset_items_plots.png",
+        "asset_items_checks.png",
+        "run_movie_corpus.png",
+    } <= taken

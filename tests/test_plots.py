@@ -1,18 +1,24 @@
 """The dataset plots, from the packaged samples built by the real `suber-data` command (movies and books): every
 plot a step records is a whole PNG of a sensible size in the folder, listed in the manifest, the card and Dagster's
-metadata, and the numbers each plot draws are the tables' own."""
+metadata (with the sketch it carries, short enough for Dagster's UI to show inline), and the numbers each plot
+draws are the tables' own."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
+import re
 import struct
 import subprocess
 from collections import Counter
 from pathlib import Path
+from urllib.parse import unquote
+from xml.etree import ElementTree
 
 import dagster as dg
 import duckdb
+import matplotlib.pyplot as plt
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,6 +34,21 @@ from suber_data.embeddings.plots import map_labels, principal_components, sample
 from suber_data.pipelines.definitions import BOOK_ASSETS, default_resources
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, UsersResource
+from suber_data.plotting import (
+    BLUE,
+    DOTS,
+    GREEN,
+    MARKDOWN_INLINE,
+    RED,
+    SKETCH_CHARS,
+    _colour,
+    empty_panel,
+    figure,
+    read_sketch,
+    save,
+    sketch_markdown,
+    sketch_svg,
+)
 from suber_data.publish.hub import publish
 from suber_data.users import build as users_build
 from suber_data.users.checks import rate_intervals, score_interval
@@ -118,10 +139,15 @@ def test_card_dagster_and_publish_carry_every_plot(built):
     card = (built / "README.md").read_text(encoding="utf-8")
     for step, plots in EXPECTED.items():
         metadata = plot_metadata(built, step)
-        assert sorted(metadata) == sorted(k for n in plots for k in (f"plot_{n}", f"plot_{n}_file"))
+        assert list(metadata) == [k for n in plots for k in (f"plot_{n}_sketch", f"plot_{n}", f"plot_{n}_file")]
         for name, file in plots.items():
             assert f"![{step}: {name}]({file})" in card
-            assert metadata[f"plot_{name}"].value.startswith(f"![{step}: {name}](data:image/png;base64,iVBORw0KGgo")
+            sketch = metadata[f"plot_{name}_sketch"].value
+            assert sketch.startswith("![") and "](<data:image/svg+xml,\\<svg " in sketch
+            assert len(sketch) < MARKDOWN_INLINE, (file, len(sketch))  # shown on the asset's page
+            assert _svg_of(sketch) == read_sketch(built / file)
+            full = metadata[f"plot_{name}"].value
+            assert full.startswith(f"![{step}: {name}](data:image/png;base64,iVBORw0KGgo")
             assert metadata[f"plot_{name}_file"].value == str(built / file)
     if built in MATERIALIZED:  # what each asset's materialization carries is what plot_metadata gives
         for step in EXPECTED:
@@ -131,6 +157,102 @@ def test_card_dagster_and_publish_carry_every_plot(built):
             }
     files = publish(built, None, dry_run=True)["files"]
     assert {f for plots in EXPECTED.values() for f in plots.values()} <= set(files)
+
+
+def _svg_of(markdown: str) -> str:
+    """The SVG of a sketch's Markdown, read back as a CommonMark parser and the browser would: the text between
+    the angle brackets, backslash escapes dropped and character references decoded, then percent-decoded."""
+    uri = re.fullmatch(r"!\[[^\]]*\]\(<((?:\\.|[^<>\\])*)>\)", markdown).group(1)
+    assert uri.startswith("data:image/svg+xml,")
+    return unquote(html.unescape(re.sub(r"\\(.)", r"\1", uri.removeprefix("data:image/svg+xml,"))))
+
+
+@pytest.mark.slow
+def test_every_plot_carries_a_sketch_that_fits_inline(built):
+    for plots in EXPECTED.values():
+        for file in plots.values():
+            svg = read_sketch(built / file)
+            root = ElementTree.fromstring(svg)  # well-formed, or the browser shows nothing
+            assert root.tag == "{http://www.w3.org/2000/svg}svg"
+            shapes = root.findall("{http://www.w3.org/2000/svg}path")
+            assert len(shapes) >= 2, (file, svg)  # the axes' frame and at least one set of bars, lines or dots
+            assert len(sketch_markdown(svg, "user_descriptions: outcomes")) < MARKDOWN_INLINE
+
+
+def test_sketch_traces_bars_histograms_labels_and_dots():
+    fig, axes = figure(1, 2, size=(8, 4))
+    axes[0, 0].barh([0, 1, 2], [30, 10, 20], color=BLUE)
+    axes[0, 0].set_yticks([0, 1, 2], ["drama", "comedy", "war & peace"])
+    axes[0, 0].set_title("genre mix")
+    axes[0, 1].hist([1, 2, 2, 3, 3, 3], bins=[0.5, 1.5, 2.5, 3.5], color=GREEN)
+    axes[0, 1].scatter([1, 2], [3, 3], color=RED)
+    fig.canvas.draw()
+    svg = sketch_svg(fig)
+    plt.close(fig)
+    root = ElementTree.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    assert [t.text for t in root.iter(f"{ns}text")] == ["genre mix", "drama", "comedy", "war & peace"]
+    assert _svg_of(sketch_markdown(svg, "genres")) == svg  # "&amp;" must not come back as a bare "&"
+    fills = {p.get("fill"): p.get("d") for p in root.iter(f"{ns}path") if p.get("fill") != "none"}
+    bars = [list(map(int, m)) for m in re.findall(r"M(\d+) (\d+)H(\d+)V(\d+)H\d+z", fills[_colour(BLUE)])]
+    widths = sorted((x1 - x0, y0) for x0, y0, x1, _ in bars)
+    assert len(widths) == 3 and widths[2][0] == pytest.approx(3 * widths[0][0], abs=2)  # 30 against 10
+    assert widths[0][1] < widths[2][1]  # comedy (y=1) above drama (y=0), as in the PNG: the y axis is flipped
+    outline = fills[_colour(GREEN)]  # the histogram's three bars as one outline: three steps up
+    assert outline.count("M") == 1 and len(re.findall(r"V\d+H\d+", outline)) == 3
+    heights = [int(v) for v in re.findall(r"V(\d+)H", outline)]
+    assert heights[0] > heights[1] > heights[2]  # 1, 2 then 3 values: each bar reaches higher (y grows down)
+    dots = [p for p in root.iter(f"{ns}path") if p.get("stroke") == _colour(RED)]
+    assert len(dots) == 1 and dots[0].get("d").count("h0") == 2
+
+
+def test_sketch_keeps_within_its_budget_and_the_markdown_under_the_limit():
+    fig, axes = figure(size=(8, 6))
+    points = np.random.default_rng(0).normal(size=(5000, 2))
+    for k in range(10):  # ten colours of dots, more than the budget holds
+        axes[0, 0].scatter(points[k::10, 0], points[k::10, 1], color=f"C{k}")
+    axes[0, 0].set_title("a long title " * 10)
+    fig.canvas.draw()
+    svg = sketch_svg(fig)
+    plt.close(fig)
+    root = ElementTree.fromstring(svg)
+    assert sum(p.get("d", "").count("h0") for p in root.iter("{http://www.w3.org/2000/svg}path")) <= DOTS
+    assert len(svg) <= SKETCH_CHARS and next(root.iter("{http://www.w3.org/2000/svg}text")).text.endswith("\u2026")
+    markdown = sketch_markdown(svg, "a [bracketed] alt text that is much too long to keep whole")
+    assert len(markdown) < MARKDOWN_INLINE and _svg_of(markdown) == svg
+    assert sketch_markdown(svg.replace("</svg>", "<g/>" * 200 + "</svg>"), "x") is None  # too long to show inline
+
+
+def test_sketch_skips_missing_values_and_empty_panels():
+    fig, axes = figure(1, 2)
+    axes[0, 0].plot([1, 2, 3, 4], [1, np.nan, 3, 4], color=RED)
+    axes[0, 0].scatter([1, np.nan], [2, 2], color=BLUE)
+    empty_panel(axes[0, 1], "no description was written")
+    fig.canvas.draw()
+    svg = sketch_svg(fig)
+    plt.close(fig)
+    root = ElementTree.fromstring(svg)
+    (line,) = [p for p in root.iter("{http://www.w3.org/2000/svg}path") if p.get("stroke") == _colour(RED)]
+    assert line.get("d").count("L") == 2  # three of the four points: the missing one is left out
+    (dots,) = [p for p in root.iter("{http://www.w3.org/2000/svg}path") if p.get("stroke") == _colour(BLUE)]
+    assert dots.get("d").count("h0") == 1
+    assert int(root.get("viewBox").split()[2]) < 0.6 * fig.bbox.width * 0.25  # cropped to the left, drawn axes
+
+
+def test_a_plot_without_a_sketch_gets_no_sketch_entry(tmp_path):
+    fig, axes = figure()
+    axes[0, 0].bar([1, 2], [3, 4])
+    save(fig, tmp_path / "items_genres.png")
+    assert read_sketch(tmp_path / "items_genres.png").startswith("<svg ")
+    fig, _ = plt.subplots()
+    fig.savefig(tmp_path / "items_votes.png")  # as plots were written before they carried a sketch
+    plt.close(fig)
+    plots = {"genres": "items_genres.png", "votes": "items_votes.png"}
+    (tmp_path / "manifest.json").write_text(json.dumps({"steps": {"items": {"plots": plots}}}))
+    metadata = plot_metadata(tmp_path, "items")
+    assert list(metadata) == ["plot_genres_sketch", "plot_genres", "plot_genres_file", "plot_votes", "plot_votes_file"]
+    assert metadata["plot_votes"].value.startswith("![items: votes](data:image/png;base64,")
+    assert metadata["plot_genres_sketch"].value.startswith("![items: genres](<data:image/svg+xml,")
 
 
 @pytest.mark.slow

@@ -1,10 +1,12 @@
 """The plots a step wrote, as Dagster metadata: one function every asset with plots calls.
 
-Dagster (1.13) has no image metadata type. Its UI renders a Markdown value inline in an asset's metadata tables
-only when the text is shorter than 1,000 characters; a PNG inlined as a data URI is always longer, so each plot
-appears as a "[Show Markdown]" link that opens the image in a dialog. It cannot load a file path or a local URL
-either, so the dialog is the closest the UI comes to showing a plot; the ``_file`` entry beside each plot gives
-the PNG's path in the dataset folder.
+Dagster (1.13) has no image metadata type, and its UI renders a Markdown value inline in an asset's metadata
+tables only when the text is shorter than 1,000 characters (``MetadataEntry.tsx`` in dagster-webserver's
+bundle); a longer one shows as a "[Show Markdown]" link that opens it in a dialog. A PNG inlined as a data URI
+is always longer, so ``plot_<name>`` (the PNG) is that link. Before it comes ``plot_<name>_sketch``: a small
+SVG traced from the same figure, which the PNG carries (see ``suber_data/plotting.py``), short enough to show
+on the asset's page. ``plot_<name>_file`` is the PNG's path in the dataset folder. A PNG drawn before sketches
+existed has none, and gets no ``_sketch`` entry.
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ from pathlib import Path
 import dagster as dg
 
 from suber_data.artifacts.manifest import read_manifest
-from suber_data.plotting import plot_files, png_markdown
+from suber_data.plotting import plot_files, png_markdown, read_sketch, sketch_markdown
 
 
 def plot_metadata(dataset_dir: str | Path, step: str) -> dict[str, dg.MetadataValue]:
-    """``plot_<name>`` (the image) and ``plot_<name>_file`` (its path) for each plot the manifest lists for ``step``."""
+    """For each plot the manifest lists for ``step``: ``plot_<name>_sketch`` (shown inline; when the PNG has one),
+    ``plot_<name>`` (the PNG) and ``plot_<name>_file`` (its path), in that order, which is the UI's."""
     section = read_manifest(dataset_dir).get("steps", {}).get(step, {})
     metadata: dict[str, dg.MetadataValue] = {}
     for name, path in plot_files(dataset_dir, section.get("plots")).items():
-        metadata[f"plot_{name}"] = dg.MetadataValue.md(png_markdown(path, f"{step}: {name}"))
+        alt = f"{step}: {name}"
+        sketch = read_sketch(path)
+        if sketch and (inline := sketch_markdown(sketch, alt)):
+            metadata[f"plot_{name}_sketch"] = dg.MetadataValue.md(inline)
+        metadata[f"plot_{name}"] = dg.MetadataValue.md(png_markdown(path, alt))
         metadata[f"plot_{name}_file"] = dg.MetadataValue.path(str(path))
     return metadata
