@@ -1,9 +1,10 @@
 """The Dagster UI after an offline build, seen through headless Chromium (Playwright).
 
-Builds both packaged samples with the CLI, serves them with `dagster dev` on loopback, materializes the corpus
-jobs (the movies one by clicking "Materialize all", as a user would), then reads what the pages show: both
-domains in the lineage, an asset's kinds, row count and column schema, its plots' sketches shown inline (and the
-full plot one click away), its checks (blocking ones marked), a run.
+Builds both packaged samples with the CLI into the Dagster home the UI then serves (so the UI lists those builds),
+starts `dagster dev` on loopback, materializes the corpus jobs (the movies one by clicking "Materialize all" and
+picking the release partition, as a user would), then reads what the pages show: both domains in the lineage,
+an asset's kinds, row count and column schema, its plots' sketches shown inline (and the full plot one click
+away), its checks (blocking ones marked), a run.
 Screenshots go to $SUBER_DATA_UI_SHOTS (docs/img/ holds the committed ones) or the test's tmp folder.
 
 Needs Playwright (the dev extra) and a Chromium at /usr/bin/chromium (Debian's `chromium` package); no
@@ -55,15 +56,16 @@ UNCLIPPED = """i => { for (let e = i.parentElement; e; e = e.parentElement) e.sc
 
 @pytest.fixture
 def built(tmp_path, monkeypatch) -> dict[str, str]:
-    """Both samples built offline by the CLI; the environment `dagster dev` is started with."""
+    """Both samples built offline by the CLI, recorded in the Dagster home the UI will use; the environment
+    `dagster dev` is started with."""
     env = {
         "SUBER_DATA_OFFLINE": "1",
         "HF_HUB_OFFLINE": "1",
         "SUBER_DATA_CACHE": str(tmp_path / "cache"),
         "SUBER_DATA_DIR": str(tmp_path / "data"),
-        "SUBER_DATA_RELEASE": "sample",
-        "SUBER_DATA_BOOKS_RELEASE": "books-sample",
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
     }
+    (tmp_path / "dagster_home").mkdir()
     for name in ("SUBER_DATA_MIRROR", "TMDB_API_KEY", "TMDB_READ_ACCESS_TOKEN", "TMDB_BASE_URL", "SUBER_DATA_RAY"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
@@ -99,22 +101,49 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
         )
         page = browser.new_page()
 
-        # "Materialize all" on the corpus job: no question about description partitions (the catalog does not
-        # depend on the partitioned shards)
+        # the CLI's builds are runs of this instance: one per domain, each on its release's partition
+        cli_runs = graphql(
+            base,
+            '{ runsOrError(filter: {pipelineName: "suber_data_build"}) { ... on Runs { results { status tags '
+            "{ key value } } } } }",
+        )["runsOrError"]["results"]
+        partitions = {t["value"] for r in cli_runs for t in r["tags"] if t["key"] == "dagster/partition"}
+        assert partitions == {"sample", "books-sample"} and {r["status"] for r in cli_runs} == {"SUCCESS"}
+        users = graphql(
+            base,
+            """{ assetNodeOrError(assetKey: {path: ["users"]}) { ... on AssetNode {
+                 assetPartitionStatuses { ... on DefaultPartitionStatuses { materializedPartitions } } } } }""",
+        )["assetNodeOrError"]["assetPartitionStatuses"]["materializedPartitions"]
+        assert users == ["sample"]  # built by the CLI, shown by the UI, under its release only
+
+        # "Materialize all" on the corpus job asks for the release: none picked to start with (no backfill of
+        # every release by accident), and nothing about the description shards' partitions
         _page_text(page, "/locations/suber-data/jobs/movie_corpus", base)
         page.get_by_role("button", name="Materialize all").click()
         time.sleep(3)
-        # nothing is materialized in this fresh instance yet, so Dagster asks about the catalog's other parents
-        question = page.get_by_role("dialog").inner_text()
-        assert "users" in question and "user_embeddings" in question, question
-        assert "user_description_shards" not in question and "partition" not in question.lower(), question
-        page.get_by_role("button", name="Confirm").click()
-        page.get_by_text("Launched run").wait_for(timeout=60_000)
-        books_run = launch_job(base, "books_corpus")
+        dialog = page.locator(".bp5-dialog")
+        if "Are you sure" in dialog.inner_text():  # Dagster's warning about parents not materialized (any release)
+            assert "user_description_shards" not in dialog.inner_text()
+            page.get_by_role("button", name="Confirm").click()
+            time.sleep(3)
+        launch = dialog.inner_text()
+        assert "Partition selection" in launch and "0 partitions" in launch, launch
+        assert "shard" not in launch.lower(), launch
+        dialog.get_by_text("Select a partition or create one").click()
+        page.keyboard.type("sample")
+        time.sleep(1)
+        page.locator(".dagster-popover").get_by_text("sample", exact=True).first.click()
+        page.keyboard.press("Escape")
+        time.sleep(1)
+        assert "1 partition" in dialog.inner_text()
+        page.screenshot(path=shots / "launch_movie_corpus.png")
+        dialog.get_by_role("button", name="Launch 1 run").click()
+        books_run = launch_job(base, "books_corpus", partition="books-sample")
+        time.sleep(5)
         runs = graphql(
             base, '{ runsOrError(filter: {pipelineName: "movie_corpus"}) { ... on Runs { results { runId } } } }'
         )["runsOrError"]["results"]
-        assert len(runs) == 1
+        assert len(runs) == 1, runs
         movie_run = runs[0]["runId"]
         assert wait_for_run(base, movie_run, 600) == "SUCCESS"
         assert wait_for_run(base, books_run, 600) == "SUCCESS"
@@ -139,7 +168,7 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
 
         # an asset: kinds, row count and the column schema from the artifact contract
         asset = _page_text(page, "/assets/items", base)
-        for shown in ("DuckDB", "Parquet", "Row count", "item_id", "Dense item index 0..n-1", "movie_corpus"):
+        for shown in ("DuckDB", "Parquet", "Row count", "item_id", "Dense item index 0..n-1", "movie_corpus", "sample"):
             assert shown in asset, shown
         page.screenshot(path=shots / "asset_items.png")
 
@@ -181,6 +210,7 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
     assert {
         "lineage.png",
         "asset_items.png",
+        "launch_movie_corpus.png",
         "asset_items_plots.png",
         "asset_items_checks.png",
         "run_movie_corpus.png",
