@@ -122,13 +122,9 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         "checked, with its provenance (backend, model, template hash, seed, decoding settings).",
     )
     def user_descriptions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        storage, llm, folder = (
-            getattr(context.resources, keys.storage),
-            context.resources.llm,
-            keys.dataset_dir(context),
-        )
+        llm, folder = context.resources.llm, keys.dataset_dir(context)
         result = run_descriptions(
-            folder, storage.domain, llm, progress=log_progress(context, "users"), ray=context.resources.ray
+            folder, keys.domain, llm, progress=log_progress(context, "users"), ray=context.resources.ray
         )
         context.log.info(result.summary())
         preview = ""
@@ -171,7 +167,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         "generated into the shared store; materialize `user_descriptions` afterwards to assemble them.",
     )
     def user_description_shards(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        storage, llm = getattr(context.resources, keys.storage), context.resources.llm
+        llm = context.resources.llm
         shard = int(context.partition_key.keys_by_dimension["shard"])
         lo, hi = shard * llm.shard_size, (shard + 1) * llm.shard_size
         folder = keys.dataset_dir(context)
@@ -180,7 +176,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         if not mine:
             context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
             return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
-        result = run_descriptions(folder, storage.domain, llm, mine, log_progress(context, "users"))
+        result = run_descriptions(folder, keys.domain, llm, mine, log_progress(context, "users"))
         context.log.info(result.summary())
         return dg.MaterializeResult(
             metadata={
