@@ -134,10 +134,11 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
     # steps' progress records become bars (or lines when stderr is not a terminal).
     bars = BuildProgress(console, enabled=not as_json)
     selection = dg.AssetSelection.assets(*(dg.AssetKey.from_user_string(k) for k in keys))
+    resources = resources_for(o)
     defs = dg.Definitions(
         jobs=[dg.define_asset_job(BUILD_JOB, selection=selection)],
         assets=[*assets, *checks],
-        resources=resources_for(o),
+        resources=resources,
         loggers={"progress": bars.logger},
     )
     # With DAGSTER_HOME set the run is recorded in that instance, so the UI started on it (`dg dev`) shows the
@@ -151,7 +152,7 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
         )
     if not result.success:
         raise _first_failure(result)
-    dataset_dir = resources_for(o)[definitions.DOMAINS[o.domain].keys.storage].dataset_dir(o.release)
+    dataset_dir = resources[definitions.DOMAINS[o.domain].keys.storage].dataset_dir(o.release)
     report = summary(result, o, dataset_dir)
     if not as_json:
         _report(report, out)
