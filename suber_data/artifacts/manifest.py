@@ -106,6 +106,8 @@ def record_step(
         manifest["updated_at"] = now()
         manifest.setdefault("sources", {}).update(sources or {})
         manifest_tables = manifest.setdefault("tables", {})
+        for name in [n for n, e in manifest_tables.items() if e.get("step") == step and n not in tables]:
+            del manifest_tables[name]  # the step no longer writes it (a real population rebuilt as a census one)
         for name in tables:
             manifest_tables[name] = {**table_entry(dataset_dir / name), "step": step}
         section: dict[str, Any] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2  # 2: ratings.user_id renamed source_user_id
+SCHEMA_VERSION = 3  # 2: ratings.user_id renamed source_user_id; 3: real-user populations, rating scale
 
 # What each column means, by name: a column means the same in every table that has it, unless a schema overrides it.
 COLUMN_DOCS = {
@@ -106,31 +106,93 @@ RATINGS = described(
 USERS = pa.schema(
     [
         pa.field("user_id", pa.int32(), nullable=False),
-        pa.field("first_name", pa.string(), nullable=False),
-        pa.field("last_name", pa.string(), nullable=False),
-        pa.field("sex", pa.string(), nullable=False),  # "M" or "F"
-        pa.field("age", pa.int16(), nullable=False),
-        pa.field("birth_year", pa.int16(), nullable=False),
-        pa.field("occupation", pa.string(), nullable=False),
-        pa.field("hobby", pa.string(), nullable=False),
+        pa.field("first_name", pa.string(), nullable=False),  # real users: "User"
+        pa.field("last_name", pa.string(), nullable=False),  # real users: the source's user id
+        pa.field("sex", pa.string(), nullable=False),  # "M", "F", or "U" (a real user whose source records none)
+        pa.field("age", pa.int16()),  # null: a real user whose source records no exact age
+        pa.field("birth_year", pa.int16()),
+        pa.field("occupation", pa.string()),
+        pa.field("hobby", pa.string()),  # null for real users: no source records one
         pa.field("liked", pa.list_(pa.string()), nullable=False),  # genres (movies) or categories (books)
         pa.field("disliked", pa.list_(pa.string()), nullable=False),
-        pa.field("profile", pa.string(), nullable=False),  # "census" or "suber"
+        pa.field("profile", pa.string(), nullable=False),  # "census", "suber" or "real"
         pa.field("seed", pa.int64(), nullable=False),
+        # real users only (null for synthetic ones): who they are and how they rate, from their history alone
+        pa.field("source_user_id", pa.string()),
+        pa.field("age_group", pa.string()),
+        pa.field("state", pa.string()),
+        pa.field("activity", pa.float32()),
+        pa.field("n_history", pa.int32()),
+        pa.field("n_held_out", pa.int32()),
+        pa.field("rating_mean", pa.float32()),
+        pa.field("rating_std", pa.float32()),
+        pa.field("high_share", pa.float32()),
+        pa.field("habit", pa.string()),
+        pa.field("favourites", pa.list_(pa.string())),
     ]
 )
 USERS = described(
     USERS,
-    first_name="First name, drawn by birth year and sex (US Social Security data)",
-    last_name="Last name, drawn by frequency (1990 US Census)",
-    sex="M or F",
-    age="Age in years",
-    birth_year="Year of birth",
-    occupation="Occupation",
-    hobby="Hobby",
+    first_name="First name, drawn by birth year and sex (US Social Security data); 'User' for a real user",
+    last_name="Last name, drawn by frequency (1990 US Census); the source's user id for a real user",
+    sex="M, F, or U (unknown: a real user whose source records none)",
+    age="Age in years (null where a real user's source records none, or only a group)",
+    birth_year="Year of birth (null where the age is unknown)",
+    occupation="Occupation (null where a real user's source records none)",
+    hobby="Hobby (null for real users)",
     liked="Genres (movies) or categories (books) the user likes",
     disliked="Genres (movies) or categories (books) the user dislikes",
-    profile="Sampling profile: census or suber",
+    profile="Population: census or suber (synthetic), real (one real user of the release each)",
+    source_user_id="Real users: the person's id in ratings.parquet (source_user_id); null for synthetic users",
+    age_group="Real users: the age group the source records (ml-1m), else null",
+    state="Real users: US state from the zip code the source records (ml-100k, ml-1m), else null",
+    activity="Activity level: the user's rating count as a quantile of the release's Pareto fit (0-1)",
+    n_history="Real users: ratings in their history (user_ratings.parquet part 'history')",
+    n_held_out="Real users: ratings held out for evaluation (part 'held_out'), never shown to a persona",
+    rating_mean="Real users: mean of their history ratings, on the source's scale",
+    rating_std="Real users: standard deviation of their history ratings",
+    high_share="Real users: share of their history ratings at the release's like threshold or above",
+    habit="Real users: rating habit from the history: harsh critic, balanced or generous rater",
+    favourites="Real users: titles of their best-rated history items (at most 5)",
+)
+
+# Real-user populations: each user's own ratings, split into the history the simulator may show and the
+# held-out part only an evaluation reads.
+USER_RATINGS = pa.schema(
+    [
+        pa.field("user_id", pa.int32(), nullable=False),
+        pa.field("item_id", pa.int32(), nullable=False),
+        pa.field("rating", pa.float32(), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("part", pa.string(), nullable=False),  # "history" or "held_out"
+    ]
+)
+USER_RATINGS = described(
+    USER_RATINGS,
+    user_id="users.user_id of a real user (profile 'real')",
+    rating="The person's own rating, on the scale ratings.parquet records",
+    timestamp="When the rating was given (UTC); null where the source has no time",
+    part="history (may be shown to personas, memories, policies) or held_out (evaluation only)",
+)
+
+# Demographics of a release's real users where it publishes them (ml-100k, ml-1m).
+SOURCE_USERS = described(
+    pa.schema(
+        [
+            pa.field("source_user_id", pa.int32(), nullable=False),
+            pa.field("sex", pa.string()),
+            pa.field("age", pa.int16()),
+            pa.field("age_group", pa.string()),
+            pa.field("occupation", pa.string()),
+            pa.field("zip_code", pa.string()),
+        ]
+    ),
+    source_user_id="MovieLens userId: a real person",
+    sex="M or F, as the release records it",
+    age="Age in years (ml-100k); null where the release gives a group",
+    age_group="Age group (ml-1m's codes, decoded)",
+    occupation="Occupation as the release names it (ml-1m's codes decoded)",
+    zip_code="Zip code as the release records it",
 )
 
 USER_DESCRIPTIONS = pa.schema(
@@ -184,6 +246,8 @@ TABLES: dict[str, pa.Schema] = {
     "ratings.parquet": RATINGS,
     "users.parquet": USERS,
     "user_descriptions.parquet": USER_DESCRIPTIONS,
+    "user_ratings.parquet": USER_RATINGS,
+    "source_users.parquet": SOURCE_USERS,
 }
 
 # -- books (Kaggle "Amazon Books Reviews", Amazon Reviews 2023; suber_data/books) ------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 from suber_data import duck
 from suber_data.artifacts.checks import CheckOutcome
 from suber_data.artifacts.io import schema_problems
+from suber_data.artifacts.scale import rating_scale_problems
 from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS
 from suber_data.books.profiles import MIN_RATINGS
 
@@ -16,7 +17,10 @@ ITEM_CHECKS = {
     "items_vote_count": f"every book has at least {MIN_RATINGS} ratings, and vote_average lies in 1..5",
     "items_schema": "items.parquet has the published book schema",
 }
-RATING_CHECKS = {"ratings_valid": "ratings.parquet has the published book schema, valid item ids and 1..5 ratings"}
+RATING_CHECKS = {
+    "ratings_valid": "ratings.parquet has the published book schema, valid item ids, 1..5 ratings and at least two "
+    "values on its recorded scale"
+}
 
 
 def _sql(path: Path) -> str:
@@ -67,4 +71,5 @@ def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
         problems.append(f"{orphans} rating(s) point to no item")
     if out_of_range:
         problems.append(f"{out_of_range} rating(s) outside 1..5")
+    problems += rating_scale_problems(d / "ratings.parquet")
     return [CheckOutcome.from_problems("ratings_valid", problems, RATING_CHECKS["ratings_valid"])]

@@ -21,6 +21,7 @@ from suber_data.books.amazon2023 import META, REVIEWS
 from suber_data.books.kaggle import BOOK_COLUMNS, FIX, RATING_COLUMNS, check_columns
 from suber_data.books.profiles import build_book_tables
 from suber_data.errors import InputError
+from suber_data.artifacts.scale import WHOLE_STARS
 from suber_data.sources import Release, cached_path, extract_zip, fetch, get_release, register
 from suber_data.sources.kaggle import fetch_kaggle
 
@@ -157,7 +158,7 @@ def build_items_and_ratings(
         inputs, table_profile = (Path(done["files"]["meta"]), Path(done["files"]["reviews"])), "amazon2023"
     else:
         inputs, table_profile = (kaggle.path / BOOKS_FILE, kaggle.path / RATINGS_FILE), profile
-    fp = fingerprint("book-items", SCHEMA_VERSION, str(BOOK_ITEMS), kaggle.fingerprint, profile)
+    fp = fingerprint("book-items", SCHEMA_VERSION, str(BOOK_ITEMS), kaggle.fingerprint, profile, WHOLE_STARS.as_dict())
     if step_is_current(dataset_dir, "items", fp) and step_is_current(dataset_dir, "ratings", fp):
         return StepResult("items", fp, True, read_manifest(dataset_dir)["steps"]["items"]["counts"], dataset_dir)
     counts = build_book_tables(*inputs, dataset_dir, table_profile)
@@ -182,6 +183,11 @@ def build_items_and_ratings(
         header={"domain": "books", "release": release_name},
     )
     record_step(
-        dataset_dir, "ratings", fingerprint=fp, tables=["ratings.parquet"], counts={"ratings": counts["ratings"]}
+        dataset_dir,
+        "ratings",
+        fingerprint=fp,
+        tables=["ratings.parquet"],
+        counts={"ratings": counts["ratings"]},
+        extra={"rating_scale": WHOLE_STARS.as_dict()},  # every books release: Amazon's 1-5 stars
     )
     return StepResult("items", fp, False, counts, dataset_dir)

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 
 from suber_data.artifacts.io import write_parquet_batches
+from suber_data.artifacts.scale import WHOLE_STARS, with_scale_metadata
 from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS
 from suber_data.books.kaggle import load_books, load_ratings, python_list
 
@@ -156,7 +157,7 @@ def build_book_tables(books: Path, ratings: Path, out_dir: Path, profile: str = 
             counts = PROFILES[profile](con, Path(books), Path(ratings))
             for table, name, schema, order in (
                 ("book_items", "items.parquet", BOOK_ITEMS, "ORDER BY item_id"),
-                ("book_ratings", "ratings.parquet", BOOK_RATINGS, ""),
+                ("book_ratings", "ratings.parquet", with_scale_metadata(BOOK_RATINGS, WHOLE_STARS), ""),
             ):
                 reader = con.sql(f"SELECT * FROM {table} {order}").to_arrow_reader(BATCH)
                 write_parquet_batches(reader, out_dir / name, schema)

@@ -25,6 +25,12 @@ class Only(StrEnum):
 class Profile(StrEnum):
     census = "census"
     suber = "suber"
+    real = "real"
+
+
+class Split(StrEnum):
+    time = "time"
+    random = "random"
 
 
 # Options both `build` commands take, declared once.
@@ -34,7 +40,17 @@ Config = Annotated[
 ]
 DataDir = Annotated[Path | None, typer.Option(help="Root of built datasets (env SUBER_DATA_DIR, default ./data).")]
 OnlyStep = Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")]
-Users = Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")]
+Users = Annotated[int, typer.Option(help="Sample this many users (0: none): synthetic, or real with --profile real.")]
+HeldOut = Annotated[
+    int | None, typer.Option(help="--profile real: ratings held out per user for evaluation (default 10).")
+]
+MinHistory = Annotated[
+    int | None, typer.Option(help="--profile real: fewest history ratings a sampled user has (default 20).")
+]
+SplitBy = Annotated[
+    Split | None,
+    typer.Option(help="--profile real: hold out each user's latest ratings (time, the default) or random ones."),
+]
 Seed = Annotated[int | None, typer.Option(help="Seed of every sampled and generated artifact (resource defaults).")]
 SuberLists = Annotated[Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")]
 Llm = Annotated[
@@ -76,9 +92,16 @@ def build_movies(
     users: Users = 0,
     seed: Seed = None,
     profile: Annotated[
-        Profile | None, typer.Option(help="census (the resource default) or suber (SUBER-exact sampling).")
+        Profile | None,
+        typer.Option(
+            help="census (the resource default), suber (SUBER-exact sampling) or real (real users of the release, "
+            "each with a history and held-out ratings)."
+        ),
     ] = None,
     suber_lists: SuberLists = None,
+    held_out: HeldOut = None,
+    min_history: MinHistory = None,
+    split: SplitBy = None,
     llm: Llm = None,
     model: Model = None,
     llm_base_url: LlmBaseUrl = None,
@@ -110,11 +133,14 @@ def build_books(
     profile: Annotated[
         Profile | None,
         typer.Option(
-            help="census (the default: the project's book filter, census users) or suber (SUBER's book filter "
-            "and sampler exactly)."
+            help="census (the default: the project's book filter, census users), suber (SUBER's book filter "
+            "and sampler exactly) or real (the project's filter, real reviewers as users)."
         ),
     ] = None,
     suber_lists: SuberLists = None,
+    held_out: HeldOut = None,
+    min_history: MinHistory = None,
+    split: SplitBy = None,
     llm: Llm = None,
     model: Model = None,
     llm_base_url: LlmBaseUrl = None,
@@ -150,7 +176,9 @@ def _build(ctx: typer.Context, domain: str, config: Path | None, values: dict, *
             if not _typed(ctx, param):
                 values[param] = (not value) if key == "tmdb" else value
                 origin[key] = str(config)
-    data_dir, only, profile, suber_lists = (values.pop(k) for k in ("data_dir", "only", "profile", "suber_lists"))
+    data_dir, only, profile, suber_lists, split = (
+        values.pop(k) for k in ("data_dir", "only", "profile", "suber_lists", "split")
+    )
     options = BuildOptions(
         domain=domain,
         data_dir=str(settings.data_dir(data_dir)),
@@ -158,6 +186,7 @@ def _build(ctx: typer.Context, domain: str, config: Path | None, values: dict, *
         only=str(only) if only else None,  # an Only member or the file's string
         profile=str(profile) if profile else None,
         suber_lists=str(suber_lists) if suber_lists else None,
+        split=str(split) if split else None,
         origin=origin,
         **values,
     )

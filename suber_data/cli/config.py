@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from suber_data.errors import SuberDataError
 
 ONLY = ("items", "users", "descriptions", "embeddings")
-PROFILES = ("census", "suber")
-CHOICES = {"only": ONLY, "profile": PROFILES}
+PROFILES = ("census", "suber", "real")
+SPLITS = ("time", "random")
+CHOICES = {"only": ONLY, "profile": PROFILES, "split": SPLITS}
 
 
 class BuildFile(BaseModel):
@@ -37,6 +38,9 @@ class BuildFile(BaseModel):
     seed: int | None = None
     profile: Literal[PROFILES] | None = None
     suber_lists: str | None = None
+    held_out: int | None = None
+    min_history: int | None = None
+    split: Literal[SPLITS] | None = None
     llm: str | None = None
     model: str | None = None
     llm_base_url: str | None = None

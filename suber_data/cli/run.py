@@ -48,6 +48,9 @@ class BuildOptions:
     seed: int | None = None
     profile: str | None = None
     suber_lists: str | None = None
+    held_out: int | None = None
+    min_history: int | None = None
+    split: str | None = None
     llm: str | None = None
     model: str | None = None
     llm_base_url: str | None = None
@@ -70,7 +73,15 @@ def resources_for(o: BuildOptions) -> dict:
     The storage goes under the domain's own key (``storage``, ``books_storage``); for books ``--profile suber``
     also selects SUBER's book filter."""
     tmdb = _set(rate_limit=o.tmdb_rate, base_url=os.environ.get("TMDB_BASE_URL") or None)
-    users = _set(count=o.users or None, seed=o.seed, profile=o.profile, suber_lists=o.suber_lists)
+    users = _set(
+        count=o.users or None,
+        seed=o.seed,
+        profile=o.profile,
+        suber_lists=o.suber_lists,
+        held_out=o.held_out,
+        min_history=o.min_history,
+        split=o.split,
+    )
     llm = _set(backend=o.llm, model=o.model, base_url=o.llm_base_url, seed=o.seed)
     books = _set(profile="suber" if o.profile == "suber" else None)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from suber_data import duck
 from suber_data.artifacts.checks import CheckOutcome
 from suber_data.artifacts.io import schema_problems
+from suber_data.artifacts.scale import rating_scale_problems
 from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS
 
 ITEM_CHECKS = {
@@ -15,7 +16,10 @@ ITEM_CHECKS = {
     "items_tmdb_coverage": "share of items enriched by TMDB (overview, cast, director)",
     "items_schema": "items.parquet has the published schema",
 }
-RATING_CHECKS = {"ratings_valid": "ratings.parquet has the published schema and valid item ids"}
+RATING_CHECKS = {
+    "ratings_valid": "ratings.parquet has the published schema, valid item ids, and at least two values on its "
+    "recorded rating scale"
+}
 
 
 def check_items(dataset_dir: str | Path, *, tmdb_enabled: bool) -> list[CheckOutcome]:
@@ -61,4 +65,5 @@ def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
     )
     if orphans:
         problems.append(f"{orphans} rating(s) point to no item")
+    problems += rating_scale_problems(d / "ratings.parquet")
     return [CheckOutcome.from_problems("ratings_valid", problems, RATING_CHECKS["ratings_valid"])]

@@ -21,7 +21,8 @@ from suber_data.artifacts import (
     write_json,
 )
 from suber_data.artifacts.io import write_parquet, write_parquet_batches
-from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS, SCHEMA_VERSION
+from suber_data.artifacts.scale import HALF_STARS, RatingScale, release_scale, with_scale_metadata
+from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS, SCHEMA_VERSION, SOURCE_USERS
 from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
 from suber_data.errors import InputError
 from suber_data.movies import movielens
@@ -226,17 +227,23 @@ def _items(
 
 
 # -- 4. ratings -------------------------------------------------------------------------------------------
-def build_ratings(dataset_dir: Path, ml: StepResult) -> StepResult:
-    """Map the release's ratings onto the items already built in ``dataset_dir``."""
+def rating_scale(release_name: str) -> RatingScale:
+    """The release's declared scale: whole stars for ml-100k and ml-1m, half stars from ml-10m on."""
+    return release_scale(get_release(release_name).meta, HALF_STARS)
+
+
+def build_ratings(dataset_dir: Path, ml: StepResult, scale: RatingScale = HALF_STARS) -> StepResult:
+    """Map the release's ratings onto the items already built in ``dataset_dir`` (and copy the release's user
+    demographics, where it has them, into ``source_users.parquet``); the ratings carry ``scale``."""
     manifest = read_manifest(dataset_dir)
     items_fp = manifest.get("steps", {}).get("items", {}).get("fingerprint")
     if items_fp is None or not (dataset_dir / "items.parquet").exists():
         raise InputError(f"{dataset_dir}: no items.parquet yet; build the items step first (it runs before ratings)")
-    fp = fingerprint("ratings", SCHEMA_VERSION, ml.fingerprint, items_fp)
-    return run_step(dataset_dir, "ratings", fp, lambda: _ratings(dataset_dir, ml))
+    fp = fingerprint("ratings", SCHEMA_VERSION, ml.fingerprint, items_fp, scale.as_dict())
+    return run_step(dataset_dir, "ratings", fp, lambda: _ratings(dataset_dir, ml, scale))
 
 
-def _ratings(dataset_dir: Path, ml: StepResult) -> StepRecord:
+def _ratings(dataset_dir: Path, ml: StepResult, scale: RatingScale) -> StepRecord:
     # DuckDB joins and streams Arrow batches; pyarrow writes them with the schema's field descriptions,
     # which DuckDB's own COPY cannot attach.
     target = dataset_dir / "ratings.parquet"
@@ -249,8 +256,17 @@ def _ratings(dataset_dir: Path, ml: StepResult) -> StepRecord:
                 JOIN (SELECT item_id, movielens_id FROM read_parquet('{dataset_dir / "items.parquet"}')) i
                 USING (movielens_id)"""
         ).to_arrow_reader(1 << 20)
-        write_parquet_batches(reader, target, RATINGS)
+        write_parquet_batches(reader, target, with_scale_metadata(RATINGS, scale))
         row = con.execute(f"SELECT count(*), count(DISTINCT source_user_id) FROM read_parquet('{target}')").fetchone()
         total = con.execute(f"SELECT count(*) FROM read_parquet('{source}')").fetchone()[0]
+        tables = ["ratings.parquet"]
+        if (ml.path / "ml_users.parquet").exists():
+            people = con.sql(
+                f"SELECT user_id AS source_user_id, * EXCLUDE (user_id) FROM read_parquet('{ml.path / 'ml_users.parquet'}')"
+            ).to_arrow_table()
+            write_parquet(people, dataset_dir / "source_users.parquet", SOURCE_USERS)
+            tables.append("source_users.parquet")
+        else:  # a rebuild from another release leaves no stale demographics behind
+            (dataset_dir / "source_users.parquet").unlink(missing_ok=True)
     counts = {"ratings": row[0], "users": row[1], "dropped_unmatched": total - row[0]}
-    return StepRecord(counts=counts, tables=["ratings.parquet"])
+    return StepRecord(counts=counts, tables=tables, extra={"rating_scale": scale.as_dict()})

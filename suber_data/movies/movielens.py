@@ -6,8 +6,9 @@ Three layouts exist across GroupLens' releases:
   (so the encoding of each text file is read from its bytes, not assumed);
 - ``100k`` (ml-100k): tab-separated ``u.data`` and ``|``-separated latin-1 ``u.item`` with genre flags and
   release dates (the year when a title has none).
-Every layout is normalised to the same four tables (``ml_movies``, ``ml_ratings``, ``ml_links``, ``ml_tags``)
-so everything downstream is layout-agnostic. Nothing is parsed row by row in Python (only the few titles
+Every layout is normalised to the same four tables (``ml_movies``, ``ml_ratings``, ``ml_links``, ``ml_tags``),
+plus ``ml_users`` where the release publishes its users' demographics (ml-100k's ``u.user``, ml-1m's
+``users.dat``), so everything downstream is layout-agnostic. Nothing is parsed row by row in Python (only the few titles
 holding an HTML entity go through Python's ``html.unescape``).
 """
 
@@ -32,8 +33,19 @@ from suber_data.errors import InputError
 _YEAR_RE = r"\s*\((\d{4})(?:[-–]\d{4})?\)\s*$"
 _ARTICLE_RE = r"^(.*), (The|A|An)$"
 
+# ml-1m's users.dat codes (its README): age groups by their lower bound, occupations by number.
+AGE_GROUPS = {1: "under 18", 18: "18-24", 25: "25-34", 35: "35-44", 45: "45-49", 50: "50-55", 56: "56+"}
+OCCUPATIONS = (
+    "other", "academic/educator", "artist", "clerical/admin", "college/grad student", "customer service",
+    "doctor/health care", "executive/managerial", "farmer", "homemaker", "K-12 student", "lawyer", "programmer",
+    "retired", "sales/marketing", "scientist", "self-employed", "technician/engineer", "tradesman/craftsman",
+    "unemployed", "writer",
+)  # fmt: skip
+AGE_GROUPS_SQL = "CASE age_code " + " ".join(f"WHEN {k} THEN '{v}'" for k, v in AGE_GROUPS.items()) + " END"
+OCCUPATIONS_SQL = "CASE occupation::INTEGER " + " ".join(f"WHEN {i} THEN '{v}'" for i, v in enumerate(OCCUPATIONS)) + " END"
+
 # Bumped when the parsed tables change for the same release, so cached parses are rebuilt.
-PARSER_VERSION = 2
+PARSER_VERSION = 3  # 3: ml_users (demographics of ml-100k and ml-1m)
 
 TITLE_SQL = f"regexp_replace(trim(regexp_replace(raw_title, '{_YEAR_RE}', '')), '{_ARTICLE_RE}', '\\2 \\1')"
 YEAR_SQL = f"TRY_CAST(NULLIF(regexp_extract(raw_title, '{_YEAR_RE}', 1), '') AS SMALLINT)"
@@ -142,12 +154,16 @@ _COLUMNS = {
     "ratings": {"userId": "INTEGER", "movieId": "INTEGER", "rating": "FLOAT", "timestamp": "BIGINT"},
     "links": {"movieId": "INTEGER", "imdbId": "VARCHAR", "tmdbId": "VARCHAR"},
     "tags": {"userId": "INTEGER", "movieId": "INTEGER", "tag": "VARCHAR", "timestamp": "BIGINT"},
+    # ml-1m only: age and occupation are codes (README of ml-1m), decoded in _FINAL
+    "users": {"userId": "INTEGER", "gender": "VARCHAR", "age": "INTEGER", "occupation": "INTEGER", "zip": "VARCHAR"},
 }
 _RENAME = {
     "movies": "SELECT movieId AS movielens_id, title AS raw_title, genres, NULL::SMALLINT AS released FROM {src}",
     "ratings": "SELECT userId AS user_id, movieId AS movielens_id, rating, timestamp FROM {src}",
     "links": "SELECT movieId AS movielens_id, imdbId AS imdb_raw, tmdbId AS tmdb_raw FROM {src}",
     "tags": "SELECT userId AS user_id, movieId AS movielens_id, tag, timestamp FROM {src}",
+    "users": "SELECT userId AS user_id, gender, NULL::INTEGER AS age, age AS age_code, "
+    "occupation::VARCHAR AS occupation, zip FROM {src}",
 }
 _REQUIRED_FILES = ("movies", "ratings")
 
@@ -161,6 +177,8 @@ def _queries(layout: Layout, scratch: Path) -> dict[str, tuple[Path, str]]:
         queries = {}
         for name, columns in _COLUMNS.items():
             path = f(f"{name}.{layout.kind}")
+            if name == "users" and layout.kind == "csv":  # the csv releases publish no demographics
+                continue
             if name in _REQUIRED_FILES or path.exists():
                 queries[f"ml_{name}"] = (path, _RENAME[name].replace("{src}", read(path, columns)))
         return queries
@@ -190,7 +208,18 @@ def _queries(layout: Layout, scratch: Path) -> dict[str, tuple[Path, str]]:
         f"read_csv({_sql_path(f('u.data'))}, header=false, auto_detect=false, delim='\\t', quote='', "
         "columns={'userId': 'INTEGER', 'movieId': 'INTEGER', 'rating': 'FLOAT', 'timestamp': 'BIGINT'})"
     )
-    return {
+    queries = {}
+    if f("u.user").exists():  # "id|age|gender|occupation|zip", occupations spelled out
+        user = (
+            f"read_csv({_sql_path(as_utf8(f('u.user'), scratch))}, header=false, auto_detect=false, delim='|', "
+            "quote='', columns={'userId': 'INTEGER', 'age': 'INTEGER', 'gender': 'VARCHAR', "
+            "'occupation': 'VARCHAR', 'zip': 'VARCHAR'})"
+        )
+        queries["ml_users"] = (
+            f("u.user"),
+            "SELECT userId AS user_id, gender, age, NULL::INTEGER AS age_code, occupation, zip FROM " + user,
+        )
+    return queries | {
         "ml_movies": (
             f("u.item"),
             f"SELECT movieId AS movielens_id, title AS raw_title, "
@@ -222,12 +251,20 @@ _FINAL = {
         "ELSE 'tt' || lpad(imdb_raw, 7, '0') END AS imdb_id, TRY_CAST(tmdb_raw AS INTEGER) AS tmdb_id FROM ({q})"
     ),
     "ml_tags": "SELECT user_id, movielens_id, tag, to_timestamp(timestamp) AS timestamp FROM ({q})",
+    "ml_users": (
+        "SELECT user_id, CASE upper(trim(gender)) WHEN 'M' THEN 'M' WHEN 'F' THEN 'F' END AS sex, "
+        "age::SMALLINT AS age, "
+        f"CASE WHEN age_code IS NOT NULL THEN {AGE_GROUPS_SQL} END AS age_group, "
+        f"CASE WHEN age_code IS NOT NULL THEN {OCCUPATIONS_SQL} ELSE NULLIF(lower(trim(occupation)), 'none') END AS occupation, "
+        "trim(zip) AS zip_code FROM ({q}) ORDER BY user_id"
+    ),
 }
 
 _REQUIRED_NOT_NULL = {
     "ml_movies": ["movielens_id", "title"],
     "ml_ratings": ["user_id", "movielens_id", "rating", "timestamp"],
     "ml_tags": ["user_id", "movielens_id", "timestamp"],  # a .dat line the tag pattern does not match
+    "ml_users": ["user_id", "sex"],
 }
 
 

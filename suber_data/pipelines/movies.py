@@ -94,7 +94,7 @@ def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMD
 def ratings(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     release = release_of(context)
     folder = storage.dataset_dir(release)
-    result = corpus.build_ratings(folder, corpus.build_movielens(release))
+    result = corpus.build_ratings(folder, corpus.build_movielens(release), corpus.rating_scale(release))
     return _result(result, context, **table_metadata(folder / "ratings.parquet"))
 
 

@@ -49,15 +49,18 @@ class BooksResource(dg.ConfigurableResource):
 
 
 class UsersResource(dg.ConfigurableResource):
-    """Synthetic population settings."""
+    """Population settings: synthetic (census, suber) or real users of the release (real)."""
 
     count: int = 600  # SUBER's population size
     seed: int = 42
-    profile: str = "census"  # "census" or "suber"
+    profile: str = "census"  # "census", "suber" or "real"
     suber_lists: str | None = None  # folder holding SUBER's list CSVs, instead of fetching them
     census: str = "packaged"  # "packaged" (Vintage 2019, shipped), a vintage "2023" or "2023:2021", or a CSV path
     age_min: int = 4
     age_max: int = 90
+    held_out: int = 10  # real: ratings per user held out for evaluation
+    min_history: int = 20  # real: fewest history ratings of a sampled user
+    split: str = "time"  # real: "time" (latest ratings held out) or "random"
 
 
 class LLMResource(dg.ConfigurableResource):

@@ -12,6 +12,7 @@ from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_met
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
+from suber_data.artifacts.checks import CheckOutcome
 from suber_data.users.checks import CheckResult
 from suber_data.users.vocabulary import check_tastes_in_items
 
@@ -22,7 +23,10 @@ def users_config(storage: StorageResource, users: UsersResource) -> B.UsersConfi
     """The library config a pair of resources describes (fields the resource lacks keep their defaults)."""
     optional = {
         key: getattr(users, key)
-        for key in ("census", "age_min", "age_max", "genre_prior", "category_prior", "suber_split")
+        for key in (
+            "census", "age_min", "age_max", "genre_prior", "category_prior", "suber_split", "held_out", "min_history",
+            "split",
+        )
         if getattr(users, key, None) is not None
     }
     return B.UsersConfig(
@@ -44,6 +48,9 @@ def _checks_of(folder: str, mtime_ns: int, size: int) -> dict[str, CheckResult]:
 def _one(folder, name: str) -> dg.AssetCheckResult:
     stat = (folder / B.TABLE).stat() if (folder / B.TABLE).exists() else None
     results = _checks_of(str(folder), stat.st_mtime_ns if stat else 0, stat.st_size if stat else 0)
+    if name not in results:  # a check of the other kind of population (synthetic targets, or the real split)
+        kind = "real" if "real_users_split" in results else "synthetic"
+        return to_dagster(CheckOutcome(name, True, description=f"not applicable to a {kind} population"))
     return to_dagster(results[name].outcome())
 
 
@@ -52,7 +59,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
 
     @dg.asset(
         key=keys.key("users"),
-        deps=[keys.key("items")],  # tastes are written in the items' genre vocabulary
+        deps=[keys.key("items"), keys.key("ratings")],  # tastes in the items' genres; real users from ratings
         group_name=keys.name(GROUP),
         partitions_def=keys.releases,
         required_resource_keys={keys.storage, "users"},
@@ -79,11 +86,12 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
             metadata[f"check_{check.name}"] = f"{'pass' if check.passed else 'fail'}: {check.detail}"
         return dg.MaterializeResult(metadata=metadata)
 
-    def one_check(name: str, library_name: str, description: str) -> dg.AssetChecksDefinition:
+    def one_check(name: str, library_name: str, description: str, blocking=False) -> dg.AssetChecksDefinition:
         @dg.asset_check(
             asset=keys.key("users"),
             name=name,
             description=description,
+            blocking=blocking,
             required_resource_keys={keys.storage},
             partitions_def=keys.releases,
         )
@@ -115,6 +123,18 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         ),
         one_check(
             "users_name_duplicates", "name_duplicates", "full-name duplicates no more than independent names predict"
+        ),
+        one_check(
+            "users_real_split",
+            "real_users_split",
+            "real users: no (user, item) pair both in history and held out; held-out counts as recorded",
+            blocking=True,
+        ),
+        one_check(
+            "users_real_no_leak",
+            "real_users_no_leak",
+            "real users: favourites, counts and mean ratings computed from the history alone",
+            blocking=True,
         ),
         users_tastes_in_items,
     ]

@@ -86,12 +86,16 @@ _movielens(
     size=978_202,
 )
 _movielens(
-    "ml-100k", "MovieLens 100K (1998): 1,682 movies, 100,000 ratings, 943 users", md5="0e33842e24a9c977be4e0107933c0723"
+    "ml-100k",
+    "MovieLens 100K (1998): 1,682 movies, 100,000 ratings, 943 users",
+    md5="0e33842e24a9c977be4e0107933c0723",
+    meta={"rating_scale": "whole stars 1-5"},
 )
 _movielens(
     "ml-1m",
     "MovieLens 1M (2003): 3,883 movies (3,706 of them rated), 1,000,209 ratings, 6,040 users",
     md5="c4d9eecfca2ab87c1945afe126590906",
+    meta={"rating_scale": "whole stars 1-5"},
 )
 _movielens(
     "ml-10m",

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from suber_data.artifacts.io import write_parquet
 from suber_data.artifacts.manifest import fingerprint, read_manifest, sha256_file
-from suber_data.artifacts.schemas import USERS
+from suber_data.artifacts.schemas import USER_RATINGS, USERS
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 from suber_data.errors import InputError
 from suber_data.resources import source_url
@@ -34,7 +34,10 @@ TABLE = "users.parquet"
 AGE_PLOT = "users_age_pyramid.png"
 RATES_PLOT = "users_like_rates.png"
 SAMPLER_VERSION = 1  # bump when a change alters what a seed produces
-PROFILES = ("census", "suber")
+PROFILES = ("census", "suber", "real")
+REAL_PLOT = "users_real.png"
+USER_RATINGS_TABLE = "user_ratings.parquet"
+REAL_ONLY = ("held_out", "min_history", "split")  # settings only the real profile reads
 DOMAINS = ("movies", "books")
 
 
@@ -56,6 +59,9 @@ class UsersConfig:
     suber_split: float = 0.5
     genre_prior: str | None = None  # CSV genre,liked; None: Morning Consult 2018
     category_prior: str | None = None  # CSV category,weight; None: counted from the items (packaged as fallback)
+    held_out: int = 10  # real profile: ratings per user held out for evaluation
+    min_history: int = 20  # real profile: fewest history ratings a sampled user has
+    split: str = "time"  # real profile: "time" (each user's latest ratings held out) or "random"
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -72,8 +78,14 @@ class UsersConfig:
     def settings(self) -> dict[str, Any]:
         out = asdict(self)
         out["rules"] = asdict(self.effective_rules)
+        census_only = ("census", "age_min", "age_max", "cap_liked", "cap_disliked", "genre_prior", "category_prior")
+        if self.profile == "real":  # a real population reads none of the synthetic settings
+            keep = ("count", "seed", "profile", "domain", *REAL_ONLY)
+            return {k: out[k] for k in keep}
+        for key in REAL_ONLY:
+            out.pop(key)
         if self.profile == "suber":  # settings the suber profile ignores stay out of its fingerprint
-            for key in ("census", "age_min", "age_max", "cap_liked", "cap_disliked", "genre_prior", "category_prior"):
+            for key in census_only:
                 out.pop(key)
         else:
             out.pop("suber_lists")
@@ -220,9 +232,19 @@ def _fingerprint(config: UsersConfig, inputs: Inputs) -> str:
     return fingerprint(STEP, SAMPLER_VERSION, config.settings(), inputs.checksums)
 
 
+def with_real_columns(table: pa.Table) -> pa.Table:
+    """A synthetic population's table with the real-user columns present and null."""
+    for f in USERS:
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table
+
+
 def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = False) -> UsersBuild:
     """Write ``users.parquet`` (+ plots, manifest section) into ``dataset_dir`` unless already current."""
     dataset_dir = Path(dataset_dir)
+    if config.profile == "real":
+        return build_real_users(dataset_dir, config, force=force)
     inputs = load_inputs(config, dataset_dir)
     vocab = _vocabulary(dataset_dir, config, inputs)
     fp = fingerprint(_fingerprint(config, inputs), vocab)
@@ -235,7 +257,8 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
         table = population.to_arrow()
         sample_s = time.perf_counter() - started
         results, rows = run_checks(table, config, inputs)  # against the prior, in the prior's names
-        write_parquet(vocabulary.apply(table, vocab["mapping"]) if vocab else table, path, USERS)
+        (dataset_dir / USER_RATINGS_TABLE).unlink(missing_ok=True)  # a synthetic population has no real ratings
+        write_parquet(with_real_columns(vocabulary.apply(table, vocab["mapping"]) if vocab else table), path, USERS)
         plots = _plots(dataset_dir, table, config, inputs, rows, set((vocab or {}).get("dropped", [])))
         counts = _counts(table, population)
         counts["sample_seconds"] = round(sample_s, 3)
@@ -319,6 +342,8 @@ def check_users_dataset(dataset_dir: str | Path) -> list[C.CheckResult]:
             f"{dataset_dir}: no users built yet (users.parquet or its manifest entry missing); build them first"
         )
     config = UsersConfig.from_settings(section["settings"])
+    if config.profile == "real":
+        return real_checks(dataset_dir) + [vocabulary.check_tastes_in_items(path, dataset_dir / "items.parquet")]
     table = pq.read_table(path)
     vocab = section.get("vocabulary", {})
     if "mapping" in vocab:  # back to the prior's names; tastes no item has were dropped, so not checked
@@ -327,3 +352,77 @@ def check_users_dataset(dataset_dir: str | Path) -> list[C.CheckResult]:
     if "mapping" in vocab:
         results.append(vocabulary.check_tastes_in_items(path, dataset_dir / "items.parquet"))
     return results
+
+
+# -- real users ----------------------------------------------------------------------------------------------
+def _real_inputs(dataset_dir: Path) -> dict[str, str]:
+    """Checksums of the tables a real population is drawn from."""
+    out = {}
+    for name in ("ratings.parquet", "items.parquet", "source_users.parquet"):
+        if (dataset_dir / name).exists():
+            out[name] = sha256_file(dataset_dir / name)
+    if "ratings.parquet" not in out:
+        raise InputError(
+            f"{dataset_dir / 'ratings.parquet'}: missing; a real-user population is drawn from the release's "
+            "ratings: build the ratings step first (suber-data build ... runs it before users)"
+        )
+    return out
+
+
+def build_real_users(dataset_dir: Path, config: UsersConfig, *, force: bool = False) -> UsersBuild:
+    """users.parquet of real users and user_ratings.parquet (their history and held-out ratings)."""
+    from suber_data.users import real
+
+    settings = real.RealSettings(config.count, config.seed, config.held_out, config.min_history, config.split)
+    fp = fingerprint(STEP, SAMPLER_VERSION, config.settings(), _real_inputs(dataset_dir))
+    path = dataset_dir / TABLE
+    built: dict[str, Any] = {}
+
+    def build() -> StepRecord:
+        started = time.perf_counter()
+        pop = real.build_real_population(dataset_dir, settings)
+        write_parquet(pop.user_ratings, dataset_dir / USER_RATINGS_TABLE, USER_RATINGS)
+        write_parquet(pop.users, path, USERS)
+        seconds = time.perf_counter() - started
+        results = real_checks(dataset_dir)
+        from suber_data.users.plots import plot_real_population
+
+        plot = plot_real_population(
+            pop.plot_data["sample"],
+            pop.plot_data["population"],
+            pop.stats["activity_pareto"],
+            pop.stats,
+            dataset_dir / REAL_PLOT,
+            f"{pop.users.num_rows:,} real users ({config.split} split, {config.held_out} held out each) vs the release",
+        )
+        counts = {"users": pop.users.num_rows, "sample_seconds": round(seconds, 3)}
+        counts |= {k: pop.stats[k] for k in ("eligible_users", "history_ratings", "held_out_ratings")}
+        built.update(checks=results, plots={"real_population": plot})
+        built["note"] = (
+            f"users: {pop.users.num_rows:,} real users of {pop.stats['eligible_users']:,} eligible, "
+            f"{pop.stats['held_out_ratings']:,} ratings held out ({config.split} split) in {seconds:.2f} s"
+        )
+        extra = {"checks": [r.as_dict() for r in results], "plots": {"real_population": REAL_PLOT}, "real": pop.stats}
+        return StepRecord(counts=counts, tables=[TABLE, USER_RATINGS_TABLE], settings=config.settings(), extra=extra)
+
+    step = run_step(dataset_dir, STEP, fp, build, force=force)
+    if step.skipped:
+        from suber_data.plotting import plot_files
+
+        note = f"users: up to date ({step.counts.get('users')} real users, fingerprint {fp}); nothing to do"
+        built = {"plots": plot_files(dataset_dir, step.section.get("plots")), "note": note}
+    return UsersBuild(step.step, fp, step.skipped, step.counts, path, step.section, **built)
+
+
+def real_checks(dataset_dir: Path) -> list[C.CheckResult]:
+    """The real population's checks: the split as recorded, and no held-out rating behind any persona field."""
+    from suber_data.users import real
+
+    users = pq.read_table(dataset_dir / TABLE)
+    user_ratings = pq.read_table(dataset_dir / USER_RATINGS_TABLE)
+    settings = read_manifest(dataset_dir).get("steps", {}).get(STEP, {}).get("settings", {})
+    outcomes = [
+        real.check_split(users, user_ratings, settings),
+        real.check_persona_leak(users, user_ratings, pq.read_table(dataset_dir / "items.parquet")),
+    ]
+    return [C.CheckResult.from_outcome(o) for o in outcomes]

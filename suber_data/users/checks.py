@@ -44,6 +44,12 @@ class CheckResult:
     detail: str
     severity: str = "error"  # "error" or "warn"
 
+    @classmethod
+    def from_outcome(cls, o: CheckOutcome) -> CheckResult:
+        problems = o.metadata.get("problems", "none")
+        detail = o.description if o.passed else f"{o.description}: {problems}"
+        return cls(o.name, o.passed, problems, "none", detail, o.severity)
+
     def outcome(self) -> CheckOutcome:
         """The neutral form the Dagster layer and the CLI share."""
         return CheckOutcome(

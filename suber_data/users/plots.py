@@ -104,3 +104,42 @@ def plot_like_rates(rows: list[RateRow], path: str | Path, title: str, dropped: 
         handles.append(Line2D([], [], color=GREEN, marker="d", ls="none", label="prior like-rate"))
     legend_below(fig, handles, [h.get_label() for h in handles], ncols=3)
     return save(fig, path)
+
+
+def plot_real_population(sample: dict, population: dict, fit: dict, split: dict, path: str | Path, title: str) -> Path:
+    """A real-user sample against the release's whole population (it is a sample of it): rating counts with the
+    Pareto fit, users' mean ratings, liked-genre shares, and the split sizes. ``sample`` / ``population``: arrays
+    ``counts`` and ``means`` and the dict ``liked`` (genre -> share of users)."""
+    fig, axes = figure(2, 2, size=(11, 8))
+    ax = axes[0, 0]
+    bins = np.logspace(np.log10(max(fit["x_min"], 1)), np.log10(max(population["counts"].max(), 2)), 30)
+    for data, colour, label in ((population, GREY, "release"), (sample, BLUE, "sample")):
+        ax.hist(data["counts"], bins=bins, density=True, color=colour, alpha=0.6, label=label)
+    x = np.sqrt(bins[:-1] * bins[1:])
+    ax.plot(x, fit["alpha"] * fit["x_min"] ** fit["alpha"] / x ** (fit["alpha"] + 1), color=RED,
+            label=f"Pareto fit (alpha {fit['alpha']:.2f})")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ratings per user")
+    ax.legend(fontsize=8)
+    ax = axes[0, 1]
+    edges = np.linspace(min(population["means"].min(), sample["means"].min()), population["means"].max(), 25)
+    for data, colour, label in ((population, GREY, "release"), (sample, BLUE, "sample")):
+        ax.hist(data["means"], bins=edges, density=True, color=colour, alpha=0.6, label=label)
+    ax.set_xlabel("a user's mean rating (history only for the sample)")
+    ax.legend(fontsize=8)
+    ax = axes[1, 0]
+    names = sorted(population["liked"], key=lambda g: -population["liked"][g])[:15]
+    y = np.arange(len(names))
+    ax.barh(y - 0.2, [population["liked"][g] * 100 for g in names], height=0.4, color=GREY, label="release")
+    ax.barh(y + 0.2, [sample["liked"].get(g, 0) * 100 for g in names], height=0.4, color=BLUE, label="sample")
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("% of users who like the genre")
+    ax.legend(fontsize=8)
+    ax = axes[1, 1]
+    ax.bar(["history", "held out"], [split["history_ratings"], split["held_out_ratings"]], color=[GREEN, ORANGE])
+    ax.set_ylabel("ratings")
+    ax.set_title(f"{split['sampled_users']:,} users of {split['eligible_users']:,} eligible", fontsize=9)
+    fig.suptitle(title)
+    return save(fig, path)
