@@ -14,6 +14,7 @@ from pathlib import Path
 from suber_data import settings
 from suber_data.artifacts import fingerprint, read_manifest, record_step, sha256_file, step_is_current, write_json
 from suber_data.artifacts.catalog import build_dataset_catalog
+from suber_data.artifacts.scale import WHOLE_STARS
 from suber_data.artifacts.schemas import BOOK_ITEMS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepResult, cache_step_done, cache_work_dir
 from suber_data.books.amazon2023 import BOOKS as BOOKS_2023
@@ -21,7 +22,6 @@ from suber_data.books.amazon2023 import META, REVIEWS
 from suber_data.books.kaggle import BOOK_COLUMNS, FIX, RATING_COLUMNS, check_columns
 from suber_data.books.profiles import build_book_tables
 from suber_data.errors import InputError
-from suber_data.artifacts.scale import WHOLE_STARS
 from suber_data.sources import Release, cached_path, extract_zip, fetch, get_release, register
 from suber_data.sources.kaggle import fetch_kaggle
 

@@ -261,8 +261,9 @@ def _ratings(dataset_dir: Path, ml: StepResult, scale: RatingScale) -> StepRecor
         total = con.execute(f"SELECT count(*) FROM read_parquet('{source}')").fetchone()[0]
         tables = ["ratings.parquet"]
         if (ml.path / "ml_users.parquet").exists():
+            users = ml.path / "ml_users.parquet"
             people = con.sql(
-                f"SELECT user_id AS source_user_id, * EXCLUDE (user_id) FROM read_parquet('{ml.path / 'ml_users.parquet'}')"
+                f"SELECT user_id AS source_user_id, * EXCLUDE (user_id) FROM read_parquet('{users}')"
             ).to_arrow_table()
             write_parquet(people, dataset_dir / "source_users.parquet", SOURCE_USERS)
             tables.append("source_users.parquet")

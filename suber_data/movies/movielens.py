@@ -42,7 +42,9 @@ OCCUPATIONS = (
     "unemployed", "writer",
 )  # fmt: skip
 AGE_GROUPS_SQL = "CASE age_code " + " ".join(f"WHEN {k} THEN '{v}'" for k, v in AGE_GROUPS.items()) + " END"
-OCCUPATIONS_SQL = "CASE occupation::INTEGER " + " ".join(f"WHEN {i} THEN '{v}'" for i, v in enumerate(OCCUPATIONS)) + " END"
+OCCUPATIONS_SQL = (
+    "CASE occupation::INTEGER " + " ".join(f"WHEN {i} THEN '{v}'" for i, v in enumerate(OCCUPATIONS)) + " END"
+)
 
 # Bumped when the parsed tables change for the same release, so cached parses are rebuilt.
 PARSER_VERSION = 3  # 3: ml_users (demographics of ml-100k and ml-1m)
@@ -255,7 +257,8 @@ _FINAL = {
         "SELECT user_id, CASE upper(trim(gender)) WHEN 'M' THEN 'M' WHEN 'F' THEN 'F' END AS sex, "
         "age::SMALLINT AS age, "
         f"CASE WHEN age_code IS NOT NULL THEN {AGE_GROUPS_SQL} END AS age_group, "
-        f"CASE WHEN age_code IS NOT NULL THEN {OCCUPATIONS_SQL} ELSE NULLIF(lower(trim(occupation)), 'none') END AS occupation, "
+        f"CASE WHEN age_code IS NOT NULL THEN {OCCUPATIONS_SQL} "
+        "ELSE NULLIF(lower(trim(occupation)), 'none') END AS occupation, "
         "trim(zip) AS zip_code FROM ({q}) ORDER BY user_id"
     ),
 }

@@ -5,6 +5,7 @@ import functools
 import dagster as dg
 import pyarrow.parquet as pq
 
+from suber_data.artifacts.checks import CheckOutcome
 from suber_data.artifacts.schemas import USERS
 from suber_data.pipelines.checks import to_dagster
 from suber_data.pipelines.keys import ROOT, DomainKeys
@@ -12,7 +13,6 @@ from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_met
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
-from suber_data.artifacts.checks import CheckOutcome
 from suber_data.users.checks import CheckResult
 from suber_data.users.vocabulary import check_tastes_in_items
 
@@ -24,7 +24,14 @@ def users_config(storage: StorageResource, users: UsersResource) -> B.UsersConfi
     optional = {
         key: getattr(users, key)
         for key in (
-            "census", "age_min", "age_max", "genre_prior", "category_prior", "suber_split", "held_out", "min_history",
+            "census",
+            "age_min",
+            "age_max",
+            "genre_prior",
+            "category_prior",
+            "suber_split",
+            "held_out",
+            "min_history",
             "split",
         )
         if getattr(users, key, None) is not None

@@ -390,6 +390,4 @@ def held_out_mentions(text: str, held_titles: set[str], history_titles: set[str]
     """Held-out titles a text names that the history does not (titles of 2 words or 8 letters or more: a short
     title such as 'Heat' is an ordinary word)."""
     low = text.lower()
-    return sorted(
-        t for t in held_titles - history_titles if (len(t) >= 8 or " " in t.strip()) and t.lower() in low
-    )
+    return sorted(t for t in held_titles - history_titles if (len(t) >= 8 or " " in t.strip()) and t.lower() in low)

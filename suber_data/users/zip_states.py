@@ -21,7 +21,7 @@ _BY_PREFIX = {p: state for lo, hi, state in _RANGES for p in range(lo, hi + 1)}
 
 
 def zip_state(code: str | None) -> str | None:
-    """"55105" -> "MN"; None for anything but a US zip (five digits, ZIP+4 allowed)."""
+    """ "55105" -> "MN"; None for anything but a US zip (five digits, ZIP+4 allowed)."""
     if not code:
         return None
     head = code.strip().split("-")[0]
