@@ -13,7 +13,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._schema import EMBEDDING_COLUMN, SCHEMA_VERSION, USER_COLUMNS, USER_DESCRIPTION_COLUMNS
+from ._schema import (
+    EMBEDDING_COLUMN,
+    HISTORY,
+    SCHEMA_VERSION,
+    USER_COLUMNS,
+    USER_DESCRIPTION_COLUMNS,
+    USER_RATING_COLUMNS,
+)
 
 
 class DatasetError(ValueError):
@@ -205,17 +212,18 @@ def read_users(root: Path, genre_vocab: list[str]) -> dict:
     users = users.sort_by("user_id")
     u = users.num_rows
     sex = users["sex"].to_pylist()
-    bad = [s for s in sex if s not in ("M", "F")]
+    bad = [s for s in sex if s not in SEX_CODES]
     if bad:
-        raise DatasetError(f"{upath}: field 'sex' must be 'M' or 'F', found {bad[0]!r}; fix the users table")
+        raise DatasetError(f"{upath}: field 'sex' must be 'M', 'F' or 'U', found {bad[0]!r}; fix the users table")
     vocab = {g: i for i, g in enumerate(genre_vocab)}
     out = {
         "users": users,
         "n_users": u,
         "user_ids": users["user_id"].to_numpy().astype(np.int64),
         "first_names": users["first_name"].to_pylist(),
-        "sex": np.array([0 if s == "M" else 1 for s in sex], np.uint8),
-        "age": users["age"].to_numpy().astype(np.int32),
+        "sex": np.array([SEX_CODES[s] for s in sex], np.uint8),
+        "age": users["age"].fill_null(-1).to_numpy().astype(np.int32),  # -1: unknown (a real user)
+        "real": np.array([p == "real" for p in _strings(users, "profile")], bool),
     }
     for c in ("liked", "disliked"):
         if c not in users.column_names:
@@ -230,6 +238,43 @@ def read_users(root: Path, genre_vocab: list[str]) -> dict:
             )
         out[c] = multi_hot(users[c], vocab, u)
     return out
+
+
+def _strings(t: pa.Table, name: str) -> list:
+    return t[name].to_pylist() if name in t.column_names else [None] * t.num_rows
+
+
+SEX_CODES = {"M": 0, "F": 1, "U": 2}
+
+
+def read_history(root: Path, user_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The history part of user_ratings.parquet as CSR arrays over user rows: (offsets (U + 1,), items,
+    ratings on the source scale), each user's ratings oldest first. The held-out part is never read here: the
+    environment, its memory and anything built on a ``Dataset`` cannot see it."""
+    path = root / "user_ratings.parquet"
+    fix = "rebuild the users step (suber-data build ... --profile real)"
+    check_columns(path, pq.read_schema(path), USER_RATING_COLUMNS, fix)
+    t = pq.read_table(path, columns=["user_id", "item_id", "rating", "timestamp"], filters=[("part", "=", HISTORY)])
+    row_of = {int(u): i for i, u in enumerate(user_ids)}
+    uid = t["user_id"].to_numpy()
+    rows = np.fromiter((row_of.get(int(u), -1) for u in uid), np.int64, count=len(uid))
+    if (rows < 0).any():
+        raise DatasetError(f"{path}: field 'user_id' has id(s) absent from users.parquet; {fix}")
+    ts = t["timestamp"].cast(pa.int64()).fill_null(0).to_numpy()
+    items = t["item_id"].to_numpy().astype(np.int64)
+    order = np.lexsort((items, ts, rows))
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(user_ids)))])
+    return offsets, items[order], t["rating"].to_numpy().astype(np.float64)[order]
+
+
+def read_source_scale(root: Path, manifest: dict) -> dict | None:
+    """The scale ratings.parquet records (manifest steps.ratings.rating_scale, else its Parquet metadata)."""
+    found = (manifest.get("steps") or {}).get("ratings", {}).get("rating_scale")
+    if found is None and (root / "ratings.parquet").exists():
+        meta = pq.read_schema(root / "ratings.parquet").metadata or {}
+        raw = meta.get(b"suber.rating_scale")
+        found = json.loads(raw) if raw else None
+    return found
 
 
 def read_descriptions(root: Path, user_ids: np.ndarray) -> list[str | None]:

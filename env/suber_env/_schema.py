@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2  # 2: ratings.user_id renamed source_user_id
+SCHEMA_VERSION = 3  # 2: ratings.user_id renamed source_user_id; 3: real-user populations, rating scale
 
 ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])
 
@@ -42,13 +42,32 @@ USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "user_id": (pa.int32(), True),
     "first_name": (pa.string(), True),
     "last_name": (pa.string(), True),
-    "sex": (pa.string(), True),
-    "age": (pa.int16(), True),
+    "sex": (pa.string(), True),  # M, F or U (a real user whose source records none)
+    "age": (pa.int16(), True),  # null: unknown (real users)
     "occupation": (pa.string(), False),
     "hobby": (pa.string(), False),
     "liked": (pa.list_(pa.string()), False),
     "disliked": (pa.list_(pa.string()), False),
+    # real users (profile "real"); null for synthetic ones
+    "profile": (pa.string(), False),
+    "source_user_id": (pa.string(), False),
+    "age_group": (pa.string(), False),
+    "state": (pa.string(), False),
+    "habit": (pa.string(), False),
+    "rating_mean": (pa.float32(), False),
+    "n_history": (pa.int32(), False),
+    "favourites": (pa.list_(pa.string()), False),
 }
+
+# user_ratings.parquet: a real population's own ratings; the env reads only part == "history"
+USER_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "user_id": (pa.int32(), True),
+    "item_id": (pa.int32(), True),
+    "rating": (pa.float32(), True),
+    "timestamp": (pa.timestamp("us", tz="UTC"), False),
+    "part": (pa.string(), True),
+}
+HISTORY, HELD_OUT = "history", "held_out"
 
 USER_DESCRIPTION_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "user_id": (pa.int32(), True),
@@ -69,6 +88,7 @@ FILES = {
     "users.parquet": USER_COLUMNS,
     "user_descriptions.parquet": USER_DESCRIPTION_COLUMNS,
     "ratings.parquet": RATING_COLUMNS,
+    "user_ratings.parquet": USER_RATING_COLUMNS,
 }
 
 # ratings.parquet (books): Kaggle user ids are strings, so source_user_id differs from the movies' RATING_COLUMNS.

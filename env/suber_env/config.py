@@ -35,6 +35,9 @@ class EnvConfig:
     * ``item_vector`` (True): put ``item_ratings`` (the last rating of every item, 0 if unseen) in the
       observation.
     * ``max_episode_steps`` (None): truncate episodes after this many steps (None: never).
+    * ``real_history`` (True): on a real-user dataset (profile "real"), each episode starts with the user's
+      own history in memory (their real ratings, oldest first, on the rater's scale): the rater's prompt and
+      the observation show what the person really rated. The held-out ratings are never loaded.
     """
 
     history: int = 10
@@ -50,6 +53,7 @@ class EnvConfig:
     eval_steps: int = 11
     item_vector: bool = True
     max_episode_steps: int | None = None
+    real_history: bool = True
 
     def __post_init__(self):
         for name, allowed in (

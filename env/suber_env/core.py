@@ -94,6 +94,50 @@ SCALES = {
 }
 
 
+@dataclass(frozen=True)
+class SourceScale:
+    """The scale a dataset's real ratings are on, as its ratings table records it (the env never guesses it)."""
+
+    name: str
+    min: float
+    max: float
+    step: float
+
+    @property
+    def values(self) -> np.ndarray:
+        n = int(round((self.max - self.min) / self.step)) + 1
+        return np.round(self.min + self.step * np.arange(n), 6)
+
+    @classmethod
+    def from_record(cls, d: dict) -> SourceScale:
+        return cls(str(d["name"]), float(d["min"]), float(d["max"]), float(d["step"]))
+
+
+# One rule relates the rater's scale to the source's, in both directions: the ends meet the ends, linearly in
+# between (1-10 onto half stars 0.5-5 is x / 2; onto whole stars 1-5 it is 1 + (x - 1) * 4 / 9). A comparison
+# with real ratings then snaps to the nearest allowed source value (1-10 onto 1-5: two labels per star).
+def rater_to_source(x, scale: Scale, source: SourceScale, snap: bool = True) -> np.ndarray:
+    y = source.min + (np.asarray(x, np.float64) - scale.min) * (source.max - source.min) / (scale.max - scale.min)
+    if not snap:
+        return y
+    v = source.values
+    return v[np.abs(y[..., None] - v).argmin(-1)]
+
+
+def source_to_rater(x, source: SourceScale, scale: Scale) -> np.ndarray:
+    """A real rating as the rater's scale would write it (unsnapped: prompts round it when they show it)."""
+    return scale.min + (np.asarray(x, np.float64) - source.min) * (scale.max - scale.min) / (source.max - source.min)
+
+
+def source_bins(scale: Scale, source: SourceScale) -> np.ndarray:
+    """(labels, source values) 0/1 matrix: the source bin each rater label falls in; ``probs @ it`` gives the
+    rater's distribution over the source's values."""
+    bins = np.abs(rater_to_source(np.asarray(scale.values), scale, source, snap=False)[:, None] - source.values)
+    out = np.zeros((scale.n, len(source.values)))
+    out[np.arange(scale.n), bins.argmin(1)] = 1.0
+    return out
+
+
 # The scale a domain is rated on when none is named (SUBER: 1-10 for movies, 1-5 for books).
 DOMAIN_SCALES = {"movies": "0-9", "books": "1-5"}
 
@@ -252,6 +296,40 @@ class Memory:
         self.h_items[slots] = -1
         self.recent[slots] = -1
         self.recent_r[slots] = 0
+
+    def preload(self, slot: int, items: np.ndarray, ratings: np.ndarray) -> None:
+        """Start a cleared slot from a past: ``items`` rated ``ratings``, oldest first, one interaction each
+        (a real user's history), as if written one by one."""
+        items = np.asarray(items, np.int64)
+        if len(items) == 0:
+            return
+        last = {int(i): j for j, i in enumerate(items)}  # an item rated twice keeps its latest rating
+        order = np.array(sorted(last.values()), np.int64)
+        uniq, r = items[order], np.asarray(ratings, np.float32)[order]
+        np.add.at(self.count[slot], items, 1)
+        self.rating[slot, uniq] = r
+        self.last_ts[slot, uniq] = order + 1
+        self.t[slot] = len(items)
+        if len(uniq) > self.seen.shape[1]:
+            grown = np.full((self.B, max(len(uniq), 2 * self.seen.shape[1])), -1, np.int32)
+            grown[:, : self.seen.shape[1]] = self.seen
+            self.seen = grown
+        first = {}
+        for i in items.tolist():
+            first.setdefault(i, len(first))
+        self.seen[slot, : len(first)] = list(first)
+        self.n_seen[slot] = len(first)
+        newest = slice(None, None, -1)
+        if self.H:
+            h = min(self.H, len(items))
+            self.h_items[slot, :h] = items[newest][:h]
+            self.h_ratings[slot, :h] = np.asarray(ratings, np.float32)[newest][:h]
+            self.h_counts[slot, :h] = 1
+        if self.recent.shape[1]:
+            k = min(self.recent.shape[1], len(uniq))
+            by_time = np.argsort(-(order + 1))[:k]  # distinct items, the latest watched first
+            self.recent[slot, :k] = uniq[by_time]
+            self.recent_r[slot, :k] = r[by_time]
 
     def write(self, items: np.ndarray, ratings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Record one interaction per slot; returns (watch count now, steps since the previous watch)."""

@@ -16,6 +16,7 @@ import pyarrow as pa
 from . import _read
 from ._read import DatasetError
 from ._schema import BOOK_ITEM_COLUMNS, MOVIE_ITEM_COLUMNS
+from .core import SourceScale
 
 __all__ = ["Dataset", "DatasetError", "load_dataset"]
 
@@ -49,14 +50,34 @@ class Dataset:
     n_users: int = 0
     user_ids: np.ndarray | None = None
     first_names: list[str] = field(default_factory=list)
-    sex: np.ndarray | None = None  # uint8: 0 = M, 1 = F
-    age: np.ndarray | None = None
+    sex: np.ndarray | None = None  # uint8: 0 = M, 1 = F, 2 = unknown (a real user whose source records none)
+    age: np.ndarray | None = None  # -1: unknown
+    real: np.ndarray | None = None  # bool per user: one real user of the release (profile "real")
     liked: np.ndarray | None = None  # (n_users, G) uint8 over genre_vocab
     disliked: np.ndarray | None = None
     descriptions: list[str | None] | None = None  # None for a user the descriptions step left out
     described_users: np.ndarray | None = None  # rows of the users that have a description (int64)
     item_embeddings: np.ndarray | None = None  # (n_items, d) float32, unit norm
     missing: dict[str, str] = field(default_factory=dict)  # file -> why it is absent
+    source_scale: SourceScale | None = None  # the scale ratings.parquet records
+    # Real users' history (user_ratings.parquet, part "history" only), CSR over user rows, oldest first, on the
+    # source scale. The held-out part is not loaded: nothing built on a Dataset can see it.
+    history_offsets: np.ndarray | None = None
+    history_items: np.ndarray | None = None
+    history_ratings: np.ndarray | None = None
+
+    def history(self, user: int) -> tuple[np.ndarray, np.ndarray]:
+        """User row ``user``'s history (items, ratings on the source scale), oldest first; empty for synthetic users."""
+        if self.history_offsets is None:
+            return np.zeros(0, np.int64), np.zeros(0)
+        a, b = self.history_offsets[user], self.history_offsets[user + 1]
+        return self.history_items[a:b], self.history_ratings[a:b]
+
+    def user_name(self, user: int) -> str:
+        """How prompts name the user: the first name, or "User <source id>" for a real user."""
+        if self.real is not None and self.real[user]:
+            return f"{self.first_names[user]} {self.users['last_name'][user].as_py()}"
+        return self.first_names[user]
 
     def __repr__(self) -> str:  # a summary: the arrays and tables would print hundreds of KB
         users = f"{self.n_users} users" if self.users is not None else "no users"
@@ -153,10 +174,14 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
             setattr(ds, name, value)
         if present["descriptions"]:
             _attach_descriptions(ds, _read.read_descriptions(root, ds.user_ids))
+        if (root / "user_ratings.parquet").exists():
+            ds.history_offsets, ds.history_items, ds.history_ratings = _read.read_history(root, ds.user_ids)
     else:
         ds.missing.pop(_FILES["descriptions"], None)  # descriptions without users are never read
     if present["item_embeddings"]:
         ds.item_embeddings = _read.read_item_embeddings(root, ds.n_items)
+    scale = _read.read_source_scale(root, manifest)
+    ds.source_scale = SourceScale.from_record(scale) if scale else None
     return ds
 
 

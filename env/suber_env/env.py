@@ -24,6 +24,7 @@ from .core import (
     retrieve,
     sampling_cdf,
     shape,
+    source_to_rater,
     uniforms,
 )
 from .dataset import Dataset, DatasetError, load_dataset
@@ -99,6 +100,12 @@ class _Core:
         self.users[slots] = users
         self.keys[slots] = keys
         self.steps[slots] = 0
+        ds = self.ds
+        if self.config.real_history and ds.history_offsets is not None:
+            for slot, user in zip(np.atleast_1d(slots).tolist(), np.atleast_1d(users).tolist(), strict=True):
+                items, ratings = ds.history(user)
+                if len(items):  # the real user's own ratings, as the rater's scale would write them
+                    self.mem.preload(slot, items, source_to_rater(ratings, ds.source_scale, self.scale))
 
     def obs(self, rows: np.ndarray | None = None, copy: bool = True) -> dict[str, np.ndarray]:
         """Observation arrays of all slots (or of ``rows``); with copy=False the arrays are the env's own
@@ -113,7 +120,9 @@ class _Core:
 
         o = {
             "user_id": users[:, None].copy(),
-            "user_features": np.stack([ds.age[users].astype(np.float32), ds.sex[users].astype(np.float32)], axis=1),
+            "user_features": np.stack(
+                [np.maximum(ds.age[users], 0).astype(np.float32), ds.sex[users].astype(np.float32)], axis=1
+            ),
             "history_items": take(m.h_items),
             "history_ratings": take(m.h_ratings),
             "history_counts": take(m.h_counts),

@@ -69,8 +69,12 @@ def episode(
     described = 0 if ds.described_users is None else len(ds.described_users)
     console.print(
         f"{dataset}: {ds.n_items} items, {ds.n_users} users ({described} described); rater {env.rater.name}; "
-        f"user {info['user_id']} ({ds.first_names[user]}, {int(ds.age[user])})"
+        f"user {info['user_id']} ({ds.user_name(user)}, {_age(ds, user)})"
     )
+    items, ratings = ds.history(user)
+    if len(items):  # a real user: the episode starts from what they really rated
+        shown = ", ".join(f"{ds.titles[i]} ({r:g})" for i, r in zip(items[-5:], ratings[-5:], strict=True))
+        console.print(f"history: {len(items)} real ratings, the latest: {shown}")
     table = Table("step", "user", "item", "title", "rating", "reward")
     for step in range(steps):
         item = int(env.action_space.sample())
@@ -81,3 +85,7 @@ def episode(
         if terminated or truncated:
             break
     console.print(table)
+
+
+def _age(ds, user: int) -> str:
+    return str(int(ds.age[user])) if ds.age[user] >= 0 else "age unknown"

@@ -23,9 +23,11 @@ def ordinal(n: int) -> str:
 
 
 def _gender(sex: str, age: int) -> tuple[str, str]:
+    if sex == "U":  # a real user whose source records no sex
+        return "person", "they"
     if sex == "M":
-        return ("boy" if age < 18 else "man"), "he"
-    return ("girl" if age < 18 else "woman"), "she"
+        return ("boy" if 0 <= age < 18 else "man"), "he"
+    return ("girl" if 0 <= age < 18 else "woman"), "she"
 
 
 def _vote(v: float, scale: Scale) -> str:
@@ -68,11 +70,13 @@ class PromptBuilder:
         people: list[str],
         vote: float,
         seen: int,
+        persona: str | None = None,
     ) -> str:
-        """The user message. ``history`` = (title, stored rating) pairs; ``seen`` = earlier watches."""
+        """The user message. ``history`` = (title, stored rating) pairs; ``seen`` = earlier watches;
+        ``persona``: the first part when the caller wrote it (a real user's), else from name, sex, age."""
         t, f = self.t, self.fmt
         pronoun = _gender(sex, age)[1]
-        parts = [self.persona(name, sex, age, description)]
+        parts = [persona if persona is not None else self.persona(name, sex, age, description)]
         if history:
             entries = ", ".join(t["history_entry"].format(title=h, rating=self.scale.show(r)) for h, r in history)
             parts.append(t["history"].format(name=name, pronoun=pronoun, entries=entries, **f))
@@ -97,7 +101,7 @@ class PromptBuilder:
         )
 
     def answer_prefix(self, name: str, sex: str, age: int = 30) -> str:
-        return self.t["answer"].format(name=name, pronoun=_gender(sex, age)[1])
+        return self.t["answer"].format(name=name, pronoun=_gender(sex, age)[1]).replace("they has", "they have")
 
     def example_messages(self) -> list[dict]:
         msgs = []
@@ -130,17 +134,75 @@ class PromptBuilder:
         return [{"role": "system", "content": self.system()}, *self.example_messages()]
 
 
+SEXES = ("M", "F", "U")
+
+
+def real_facts(ds, user: int) -> str:
+    """What the release records about a real user, said plainly (and that it records nothing, when so)."""
+    row = {c: ds.users[c][user].as_py() for c in ("age", "age_group", "sex", "occupation", "state")
+           if c in ds.users.column_names}  # fmt: skip
+    facts = []
+    if row.get("age") is not None:
+        facts.append(f"{row['age']} years old")
+    elif row.get("age_group"):
+        facts.append(f"aged {row['age_group']}")
+    facts += [{"M": "male", "F": "female"}[row["sex"]]] if row.get("sex") in ("M", "F") else []
+    facts += [f"works as: {row['occupation']}"] if row.get("occupation") else []
+    facts += [f"lives in {row['state']}"] if row.get("state") else []
+    return ", ".join(facts) if facts else "the release records no age, sex or occupation"
+
+
+def real_profile(ds, user: int, scale_max: float) -> str:
+    """The user's tastes and habits as their history shows them."""
+    row = {c: ds.users[c][user].as_py() for c in ("liked", "disliked", "habit", "rating_mean", "n_history", "favourites")
+           if c in ds.users.column_names}  # fmt: skip
+    parts = []
+    if row.get("liked"):
+        parts.append(f"Their ratings favour {', '.join(row['liked'])}.")
+    if row.get("disliked"):
+        parts.append(f"They rate {', '.join(row['disliked'])} lower than the rest.")
+    if row.get("habit") and row.get("rating_mean") is not None:
+        parts.append(
+            f"A {row['habit']}: {row['rating_mean']:.1f} of {scale_max:g} on average over {row['n_history']} ratings."
+        )
+    if row.get("favourites"):
+        parts.append("Best rated: " + "; ".join(row["favourites"][:3]) + ".")
+    return " ".join(parts)
+
+
+def _persona_parts(ds, user: int, feature: str) -> tuple[str, str, int, str]:
+    """(name, sex, age, description) of a dataset user; a real user's description may be absent."""
+    sex, age = SEXES[int(ds.sex[user])], int(ds.age[user])
+    real = ds.real is not None and bool(ds.real[user])
+    if real and (ds.descriptions is None or ds.descriptions[user] is None):
+        return ds.user_name(user), sex, age, ""
+    return ds.user_name(user), sex, age, ds.description(user, feature)
+
+
 def dataset_persona(pb: PromptBuilder, ds, user: int) -> str:
-    sex = "M" if ds.sex[user] == 0 else "F"
-    return pb.persona(ds.first_names[user], sex, int(ds.age[user]), ds.description(user, "the LLM rater"))
+    name, sex, age, description = _persona_parts(ds, user, "the LLM rater")
+    if ds.real is not None and ds.real[user]:
+        scale_max = ds.source_scale.max if ds.source_scale else pb.scale.max
+        return (
+            pb.t["persona_real"]
+            .format(
+                name=name,
+                facts=real_facts(ds, user),
+                profile=real_profile(ds, user, scale_max),
+                description=description,
+            )
+            .replace(" \n", "\n")
+        )
+    return pb.persona(name, sex, age, description)
 
 
 def dataset_query(pb: PromptBuilder, ds, user: int, item: int, hist_items, hist_ratings, seen: int) -> tuple[str, str]:
     """(user message, answer prefix) for a dataset user (row index) and item (action index)."""
     ds.require("users", "the LLM rater")
-    description = ds.description(user, "the LLM rater (it puts each user's description in the prompt)")
-    sex = "M" if ds.sex[user] == 0 else "F"
-    name, age = ds.first_names[user], int(ds.age[user])
+    name, sex, age, description = _persona_parts(
+        ds, user, "the LLM rater (it puts each user's description in the prompt)"
+    )
+    persona = dataset_persona(pb, ds, user) if ds.real is not None and ds.real[user] else None
     history = [(ds.titles[int(h)], float(r)) for h, r in zip(hist_items, hist_ratings, strict=True) if h >= 0]
     q = pb.query(
         name=name,
@@ -155,5 +217,6 @@ def dataset_query(pb: PromptBuilder, ds, user: int, item: int, hist_items, hist_
         people=ds.people_text[item],
         vote=float(ds.vote[item]),
         seen=int(seen),
+        persona=persona,
     )
     return q, pb.answer_prefix(name, sex, age)
