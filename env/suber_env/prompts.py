@@ -137,10 +137,13 @@ class PromptBuilder:
 SEXES = ("M", "F", "U")
 
 
+def _row(ds, user: int, columns: tuple[str, ...]) -> dict:
+    return {c: ds.users[c][user].as_py() for c in columns if c in ds.users.column_names}
+
+
 def real_facts(ds, user: int) -> str:
     """What the release records about a real user, said plainly (and that it records nothing, when so)."""
-    row = {c: ds.users[c][user].as_py() for c in ("age", "age_group", "sex", "occupation", "state")
-           if c in ds.users.column_names}  # fmt: skip
+    row = _row(ds, user, ("age", "age_group", "sex", "occupation", "state"))
     facts = []
     if row.get("age") is not None:
         facts.append(f"{row['age']} years old")
@@ -154,8 +157,7 @@ def real_facts(ds, user: int) -> str:
 
 def real_profile(ds, user: int, scale_max: float) -> str:
     """The user's tastes and habits as their history shows them."""
-    row = {c: ds.users[c][user].as_py() for c in ("liked", "disliked", "habit", "rating_mean", "n_history", "favourites")
-           if c in ds.users.column_names}  # fmt: skip
+    row = _row(ds, user, ("liked", "disliked", "habit", "rating_mean", "n_history", "favourites"))
     parts = []
     if row.get("liked"):
         parts.append(f"Their ratings favour {', '.join(row['liked'])}.")
