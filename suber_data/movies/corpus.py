@@ -262,9 +262,7 @@ def _ratings(dataset_dir: Path, ml: StepResult, scale: RatingScale) -> StepRecor
         tables = ["ratings.parquet"]
         if (ml.path / "ml_users.parquet").exists():
             users = ml.path / "ml_users.parquet"
-            people = con.sql(
-                f"SELECT user_id AS source_user_id, * EXCLUDE (user_id) FROM read_parquet('{users}')"
-            ).to_arrow_table()
+            people = duck.arrow(f"SELECT user_id AS source_user_id, * EXCLUDE (user_id) FROM read_parquet('{users}')")
             write_parquet(people, dataset_dir / "source_users.parquet", SOURCE_USERS)
             tables.append("source_users.parquet")
         else:  # a rebuild from another release leaves no stale demographics behind

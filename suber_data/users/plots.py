@@ -112,12 +112,14 @@ def plot_real_population(sample: dict, population: dict, fit: dict, split: dict,
     ``counts`` and ``means`` and the dict ``liked`` (genre -> share of users)."""
     fig, axes = figure(2, 2, size=(11, 8))
     ax = axes[0, 0]
-    bins = np.logspace(np.log10(max(fit["x_min"], 1)), np.log10(max(population["counts"].max(), 2)), 30)
+    lo = max(fit["x_min"], 1)
+    bins = np.logspace(np.log10(lo) - 0.01, np.log10(max(population["counts"].max(), 2 * lo)) + 0.01, 30)
     for data, colour, label in ((population, GREY, "release"), (sample, BLUE, "sample")):
         ax.hist(data["counts"], bins=bins, density=True, color=colour, alpha=0.6, label=label)
-    x = np.sqrt(bins[:-1] * bins[1:])
-    ax.plot(x, fit["alpha"] * fit["x_min"] ** fit["alpha"] / x ** (fit["alpha"] + 1), color=RED,
-            label=f"Pareto fit (alpha {fit['alpha']:.2f})")  # fmt: skip
+    if fit["alpha"] is not None:  # the density alpha x_min^alpha / x^(alpha + 1), in logs against overflow
+        x, a = np.sqrt(bins[:-1] * bins[1:]), fit["alpha"]
+        density = np.exp(np.log(a) + a * np.log(fit["x_min"]) - (a + 1) * np.log(x))
+        ax.plot(x, density, color=RED, label=f"Pareto fit (alpha {a:.2f})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("ratings per user")

@@ -79,11 +79,14 @@ def fit_pareto(counts: np.ndarray) -> dict[str, float]:
     """Maximum-likelihood Pareto (type I) fit of per-user rating counts: P(X > x) = (x_min / x) ** alpha."""
     x = counts[counts > 0].astype(np.float64)
     x_min = float(x.min())
-    alpha = len(x) / max(float(np.log(x / x_min).sum()), 1e-12)
-    return {"alpha": round(alpha, 4), "x_min": x_min, "users": int(len(x)), "mean_count": round(float(x.mean()), 2)}
+    spread = float(np.log(x / x_min).sum())
+    alpha = round(len(x) / spread, 4) if spread > 0 else None  # None: every user has the same count, no tail
+    return {"alpha": alpha, "x_min": x_min, "users": int(len(x)), "mean_count": round(float(x.mean()), 2)}
 
 
 def pareto_cdf(counts: np.ndarray, fit: dict[str, float]) -> np.ndarray:
+    if fit["alpha"] is None:
+        return np.full(len(counts), 0.5)
     return 1.0 - np.power(fit["x_min"] / np.maximum(counts, fit["x_min"]), fit["alpha"])
 
 

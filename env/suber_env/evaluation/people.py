@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from suber_env import Dataset
+from suber_env.core import rater_to_source, source_to_rater
 
 from .baselines import matrix_factorisation, mean_baselines
 from .cases import RaterFactory
@@ -140,7 +141,10 @@ def real_people(
     if len(eligible) == 0:
         return {"skipped": f"not applicable: {ds.path}: no user has {holdout + history} ratings (holdout + history)"}
     chosen = np.sort(rng.choice(eligible, min(users, len(eligible)), replace=False))
-    top = 10.0 if r.max() > 5 else 5.0
+    source = ds.source_scale
+    if source is None:
+        return {"skipped": f"not applicable: {ds.path / 'ratings.parquet'} records no rating scale; rebuild it"}
+    top = source.max
     by_user = np.argsort(uid, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)])
     test = np.zeros(len(r), bool)
@@ -158,15 +162,14 @@ def real_people(
     pds = write_persona_dataset(ds, personas, folder / "people_personas")
     rater = make(pds)
     scale = rater.scale
-    factor = scale.max / top if scale.max > top else 1.0  # MovieLens 0.5-5 stars onto 1-10, as SUBER does
     values = np.asarray(scale.values)
-    mem = History(ds, np.array(h_items), np.clip(np.array(h_ratings) * factor, scale.min, scale.max), k)
+    mem = History(ds, np.array(h_items), source_to_rater(np.array(h_ratings), source, scale), k)
     q = np.array(q_items)  # (U, J)
     U, J = q.shape
     batch = concat([mem.requests(np.arange(U), q[:, j], retrieval) for j in range(J)])  # row j * U + u
     probs = rater.distribution(batch)  # one batched call
-    expected = (probs @ values / factor).reshape(J, U).T
-    answer = (sample_ratings(probs, scale, rng) / factor).reshape(J, U).T
+    expected = rater_to_source(probs @ values, scale, source, snap=False).reshape(J, U).T
+    answer = rater_to_source(sample_ratings(probs, scale, rng), scale, source).reshape(J, U).T
     truth = np.array(truth)
     qu, qi = np.repeat(chosen, J), q.ravel()
     tr = ~test

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from suber_env import Dataset, Scale
+from suber_env import Dataset
+from suber_env.core import rater_to_source
 
 from .cases import RaterFactory
 from .personas import Persona, write_persona_dataset
@@ -30,15 +31,14 @@ def similarity(p: np.ndarray, q: np.ndarray) -> float:
     return float(1.0 - 0.5 * np.abs(np.asarray(p) / np.sum(p) - np.asarray(q) / np.sum(q)).sum())
 
 
-def _real_ratings(ds: Dataset, scale: Scale) -> tuple[np.ndarray, np.ndarray] | str:
+def _real_ratings(ds: Dataset) -> tuple[np.ndarray, np.ndarray] | str:
     path = ds.path / "ratings.parquet"
     if not path.exists():
         return f"{path}: no ratings.parquet; build the dataset with its source ratings to run this test"
+    if ds.source_scale is None:
+        return f"{path}: records no rating scale; rebuild the ratings step with the current suber-data"
     t = pq.read_table(path, columns=["item_id", "rating"])
-    r = t["rating"].to_numpy().astype(np.float64)
-    if scale.max >= 10 and r.max() <= 5:
-        r = r * 2  # MovieLens half stars 0.5-5 onto 1-10, as SUBER does
-    return t["item_id"].to_numpy(), np.clip(r, scale.min, scale.max)
+    return t["item_id"].to_numpy(), t["rating"].to_numpy().astype(np.float64)
 
 
 def rating_similarity(
@@ -47,15 +47,16 @@ def rating_similarity(
     """Cold-start ratings of random (persona, item) pairs against the dataset's real rating histogram."""
     pds = write_persona_dataset(ds, personas, folder / "similarity_personas")
     rater = make(pds)
-    real = _real_ratings(ds, rater.scale)
+    real = _real_ratings(ds)
     if isinstance(real, str):
         return {"skipped": real}
-    values = np.asarray(rater.scale.values)
+    values = ds.source_scale.values  # both histograms on the source's own bins (core.rater_to_source)
     target = item_normalised_histogram(real[0], real[1], values)
     users = rng.integers(0, len(personas), pairs)
     items = rng.integers(0, ds.n_items, pairs)
     ratings = sample_ratings(rater.distribution(cold_requests(users, items)), rater.scale, rng)
-    bins = np.abs(ratings[:, None] - values[None, :]).argmin(axis=1)
+    mapped = rater_to_source(ratings, rater.scale, ds.source_scale)
+    bins = np.abs(mapped[:, None] - values[None, :]).argmin(axis=1)
 
     def stat(b: np.ndarray) -> float:
         return similarity(np.bincount(b, minlength=len(values)) + 0.0, target)
@@ -65,5 +66,10 @@ def rating_similarity(
         "score": stat(bins),
         "ci": bootstrap_ci(bins, stat=stat),
         "n": pairs,
-        "detail": {"rater_histogram": (sim_hist / sim_hist.sum()).tolist(), "real_histogram": target.tolist()},
+        "detail": {
+            "rater_histogram": (sim_hist / sim_hist.sum()).tolist(),
+            "real_histogram": target.tolist(),
+            "bins": values.tolist(),
+            "source_scale": ds.source_scale.name,
+        },
     }
