@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import kendalltau
-
 from suber_env.evaluation.proof import (
     History,
     derangement,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from suber_env.evaluation.proof import (
     History,
     assert_no_overlap,

@@ -7,7 +7,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from suber_env.evaluation.proof import (
     GroundedSplit,
     History,

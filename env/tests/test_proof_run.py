@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-
 from suber_env.evaluation.proof import (
     History,
     RatingCache,
