@@ -81,3 +81,11 @@ def test_each_pair_is_rated_once(split):
     assert max(asked) <= 7
     with pytest.raises(ValueError, match="probability"):
         RatingCache(lambda u, i: np.ones((len(u), 5)), split.n_items, 5).dist(u, i)
+
+
+def test_protocol_a_is_skipped_when_no_user_has_more_than_k_held_out():
+    split = planted_split(n_test=5, seed=6)
+    res = run_proof(split, {}, k=5, boots=10, perms=5)
+    assert res["protocol"]["skipped_protocols"] == {"A": "0 users"}
+    assert set(res["simulators"]["random"]["agreement"]) == {"B"}
+    assert "Skipped (too few users): A" in markdown(res)

@@ -27,20 +27,16 @@ class MFModel:
         return self.mu + self.user_bias[:, None] + self.item_bias[None, :] + self.P @ self.Q.T
 
 
-def _ridge_rows(rows: np.ndarray, X: np.ndarray, t: np.ndarray, n_rows: int, reg: float) -> np.ndarray:
-    """For every row r, the ridge solution w_r of X[rows == r] @ w ~ t[rows == r] (zero where r has none)."""
+def _ridge_rows(rows: np.ndarray, cols: np.ndarray, t: np.ndarray, F: np.ndarray, n_rows: int, reg: float):
+    """For every row r, the ridge solution w_r of F[cols] @ w ~ t over the observations of r (zero where
+    r has none). The Gram matrices come from one sparse product with the (n_cols, d*d) outer products of
+    F, so no (observations, d*d) array is built."""
     from scipy.sparse import csr_matrix
 
-    n, d = X.shape
-    G = np.zeros((n_rows, d * d))
-    chunk = max(1, 4_000_000 // (d * d))
-    for s in range(0, n, chunk):
-        Xc = X[s : s + chunk]
-        S = csr_matrix((np.ones(len(Xc)), (rows[s : s + chunk], np.arange(len(Xc)))), shape=(n_rows, len(Xc)))
-        G += S @ (Xc[:, :, None] * Xc[:, None, :]).reshape(len(Xc), d * d)
-    b = np.zeros((n_rows, d))
-    for j in range(d):
-        b[:, j] = np.bincount(rows, X[:, j] * t, minlength=n_rows)
+    d = F.shape[1]
+    ind = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n_rows, len(F)))
+    G = ind @ (F[:, :, None] * F[:, None, :]).reshape(len(F), d * d)
+    b = csr_matrix((t, (rows, cols)), shape=(n_rows, len(F))) @ F
     A = G.reshape(n_rows, d, d) + reg * np.eye(d)
     return np.linalg.solve(A, b[:, :, None])[:, :, 0]
 
@@ -63,11 +59,10 @@ def fit_mf(
     bu, bi = np.zeros(n_users), np.zeros(n_items)
     P = np.zeros((n_users, rank))
     Q = rng.normal(0, 0.1, (n_items, rank))
-    ones = np.ones((len(r), 1))
     for _ in range(iters):
-        w = _ridge_rows(user, np.hstack([ones, Q[item]]), r - mu - bi[item], n_users, reg)
+        w = _ridge_rows(user, item, r - mu - bi[item], np.hstack([np.ones((n_items, 1)), Q]), n_users, reg)
         bu, P = w[:, 0], w[:, 1:]
-        w = _ridge_rows(item, np.hstack([ones, P[user]]), r - mu - bu[user], n_items, reg)
+        w = _ridge_rows(item, user, r - mu - bu[user], np.hstack([np.ones((n_users, 1)), P]), n_items, reg)
         bi, Q = w[:, 0], w[:, 1:]
     model = MFModel(mu, bu, bi, P, Q, 0.0)
     sd = float(np.sqrt(np.mean((model.predict(user, item) - r) ** 2)))

@@ -140,6 +140,19 @@ def negated(fit: Fit) -> Fit:
     return lambda h: -fit(h)
 
 
+def memo(fit: Fit) -> Fit:
+    """Remember the last history's scores, so a recommender and its negation fit once."""
+    last: dict = {}
+
+    def wrapped(h: History) -> np.ndarray:
+        if last.get("history") is not h:
+            last.clear()
+            last["history"], last["scores"] = h, fit(h)
+        return last["scores"]
+
+    return wrapped
+
+
 class Panel:
     """An ordered set of recommenders; ``default_panel`` builds the standard one, ``add`` appends more
     (e.g. a trained policy's scores) by name."""
@@ -191,7 +204,7 @@ def default_panel(history: History, seed: int = 0) -> Panel:
     regularisations, item kNN at two sizes, content on embeddings and on genres (flagged as reading the
     rater's inputs) where the split has them, and the anti-recommenders (negated MF, negated popularity)."""
     R = Recommender
-    best_mf = mf(16, 5.0, seed)
+    best_mf = memo(mf(16, 5.0, seed))
     recs = [
         R("random", random_scores(seed)),
         R("popularity", popularity()),

@@ -49,8 +49,10 @@ class _Context:
         self.panel = panel if panel is not None else default_panel(self.history, seed)
         self.panel.check(self.history, (split.test_user, split.test_item))
         t = time.perf_counter()
-        self.picks = collect_picks(self.history, self.panel, split, k, seed)
+        picks = collect_picks(self.history, self.panel, split, k, seed)
         self.panel_seconds = time.perf_counter() - t
+        self.skipped = {p: f"{len(pk.users)} users" for p, pk in picks.items() if len(pk.users) < 2}
+        self.picks = {p: pk for p, pk in picks.items() if p not in self.skipped}
         self.subsets = panel_subsets(self.panel)
         self.weights = {p: bootstrap_weights(len(pk.users), boots, seed + 1) for p, pk in self.picks.items()}
         sv = split.scale_values
@@ -88,7 +90,7 @@ def _measure(ctx: _Context, sim: Simulator, max_pos: int, calib_per_user: int) -
 def run_proof(
     split: GroundedSplit,
     simulators: dict[str, Simulator],
-    k: int = 10,
+    k: int = 5,
     seed: int = 0,
     boots: int = 1000,
     perms: int = 200,
@@ -99,6 +101,8 @@ def run_proof(
 ) -> dict:
     """Counterfactual agreement (protocols A and B), the anchors and the calibration for every simulator,
     with the random control added as "random" (unless ``add_random`` is False or the name is taken).
+    Protocol A needs users with more than ``k`` held-out ratings; a protocol with fewer than two users is
+    skipped (named in ``protocol["skipped_protocols"]``).
     ``panel`` defaults to ``default_panel``; add external recommenders with ``Panel.add``."""
     ctx = _Context(split, panel, k, seed, boots, perms)
     sims = dict(simulators)
@@ -120,8 +124,8 @@ def run_proof(
         "perms": perms,
         "n_users": split.n_users,
         "n_items": split.n_items,
-        "users_A": len(ctx.picks["A"].users),
-        "users_B": len(ctx.picks["B"].users),
+        "users": {p: len(pk.users) for p, pk in ctx.picks.items()},
+        "skipped_protocols": ctx.skipped,
         "primary_metric": PRIMARY,
         "subsets": {s: [ctx.panel.names[i] for i in idx] for s, idx in ctx.subsets.items()},
         "scale_values": list(map(float, split.scale_values)),
