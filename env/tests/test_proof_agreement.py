@@ -106,3 +106,14 @@ def test_random_simulator_is_stable_and_uniform(split):
     np.testing.assert_array_equal(d, sim(u, i))
     share = d.mean(axis=0)
     assert np.all(np.abs(share - 0.2) < 0.02)
+
+
+def test_pair_positions_pick_the_subset_pairs():
+    from suber_env.evaluation.proof.agreement import _pair_positions
+
+    x = np.random.default_rng(2).random((4, 7))
+    idx = np.array([0, 2, 3, 6])
+    iu, ju = np.triu_indices(7, 1)
+    a, b = np.triu_indices(len(idx), 1)
+    full = (x[:, iu] - x[:, ju])[:, _pair_positions(7, idx)]
+    np.testing.assert_array_equal(full, x[:, idx[a]] - x[:, idx[b]])

@@ -34,24 +34,31 @@ class Picks:
     real: dict[str, np.ndarray]
 
 
-def top_k(scores: np.ndarray, allowed: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Per row, the k allowed columns with the highest scores, best first; exact ties broken at random."""
-    s = np.where(allowed, scores, -np.inf)
-    finite = np.abs(s[np.isfinite(s)])
-    s = s + rng.random(s.shape) * 1e-9 * (1.0 + (finite.max() if finite.size else 0.0))
-    idx = np.argpartition(-s, k - 1, axis=1)[:, :k]
+def top_k(s: np.ndarray, k: int, rng: np.random.Generator, eps: float) -> np.ndarray:
+    """Per row, the columns of the k highest scores, best first. Excluded columns hold -inf; ``s`` is
+    changed in place: a jitter below ``eps`` breaks exact ties at random."""
+    s += rng.random(s.shape) * eps
+    n = s.shape[1]
+    idx = np.argpartition(s, n - k, axis=1)[:, n - k :]
     order = np.argsort(-np.take_along_axis(s, idx, axis=1), axis=1)
     return np.take_along_axis(idx, order, axis=1)
 
 
-def _candidates(history: History, test_user: np.ndarray, test_item: np.ndarray, k: int):
-    """(users, allowed mask) for protocols A and B."""
-    test = np.zeros((history.n_users, history.n_items), bool)
-    test[test_user, test_item] = True
-    n_test = test.sum(axis=1)
+def _candidates(history: History, test_user: np.ndarray, test_item: np.ndarray, k: int) -> dict:
+    """Protocol A: users with more than k held-out items and those items (rows padded with -1);
+    protocol B: users with any held-out item and the (row, item) positions of their history."""
+    n_test = np.bincount(test_user, minlength=history.n_users)
     a_users = np.flatnonzero(n_test > k)
+    order = np.lexsort((test_item, test_user))
+    tu, ti = test_user[order], test_item[order]
+    pos = np.arange(len(tu)) - np.searchsorted(tu, tu, side="left")
+    cand = np.full((history.n_users, max(int(n_test.max(initial=0)), k)), -1, np.int64)
+    cand[tu, pos] = ti
     b_users = np.flatnonzero(n_test > 0)
-    return {"A": (a_users, test[a_users]), "B": (b_users, ~history.rated_mask()[b_users])}
+    row_of = np.full(history.n_users, -1)
+    row_of[b_users] = np.arange(len(b_users))
+    keep = row_of[history.user] >= 0
+    return {"A": (a_users, cand[a_users]), "B": (b_users, (row_of[history.user[keep]], history.item[keep]))}
 
 
 def collect_picks(history: History, panel: Panel, split: GroundedSplit, k: int, seed: int) -> dict[str, Picks]:
@@ -59,9 +66,17 @@ def collect_picks(history: History, panel: Panel, split: GroundedSplit, k: int, 
     cands = _candidates(history, split.test_user, split.test_item, k)
     rng = np.random.default_rng(seed)
     items = {p: [] for p in cands}
-    for _, scores in panel.scores(history):
-        for p, (users, allowed) in cands.items():
-            items[p].append(top_k(scores[users], allowed, k, rng))
+    for r, scores in panel.scores(history):
+        if not np.all(np.isfinite(scores)):
+            raise ValueError(f"{r.name}: scores must be finite")
+        eps = 1e-9 * (1.0 + max(float(scores.max()), -float(scores.min())))
+        a_users, cand = cands["A"]
+        s = np.where(cand >= 0, scores[a_users[:, None], np.maximum(cand, 0)], -np.inf)
+        items["A"].append(np.take_along_axis(cand, top_k(s, k, rng, eps), axis=1))
+        b_users, (rows, cols) = cands["B"]
+        s = scores[b_users]
+        s[rows, cols] = -np.inf
+        items["B"].append(top_k(s, k, rng, eps))
     out = {}
     for p, (users, _) in cands.items():
         stacked = np.stack(items[p]) if items[p] else np.zeros((0, len(users), k), np.int64)
@@ -171,6 +186,15 @@ def bootstrap_weights(n_users: int, boots: int, seed: int) -> np.ndarray:
     return rng.multinomial(n_users, np.full(n_users, 1.0 / n_users), size=boots).astype(np.float64)
 
 
+def _pair_positions(n: int, idx: np.ndarray) -> np.ndarray:
+    """Positions, in the list of all pairs of ``n`` recommenders (np.triu_indices order), of the pairs
+    within ``idx`` (in that subset's own triu order)."""
+    full = np.full((n, n), -1)
+    full[np.triu_indices(n, 1)] = np.arange(n * (n - 1) // 2)
+    a, b = np.triu_indices(len(idx), 1)
+    return full[idx[a], idx[b]]
+
+
 def null_distribution(picks: Picks, scale_values, subsets: dict, perms: int, seed: int) -> dict:
     """The statistics a random simulator reaches: per draw, every distinct picked (user, item) pair gets
     a uniformly random scale value. Returns {(metric, subset): {"tau": (perms,), "pairwise": (perms,)}}."""
@@ -179,16 +203,22 @@ def null_distribution(picks: Picks, scale_values, subsets: dict, perms: int, see
     users = np.broadcast_to(picks.users[None, :, None], picks.items.shape).ravel()
     _, inv = np.unique(pair_keys(users, picks.items.ravel(), 1 << 40), return_inverse=True)
     n_unique = int(inv.max()) + 1 if inv.size else 0
+    iu, ju = np.triu_indices(R, 1)
+    pos = {s: _pair_positions(R, idx) for s, idx in subsets.items()}
+    real_signs = {m: _signs(v, iu, ju) for m, v in picks.real.items()}
+    real_means = {m: v.mean(axis=0) for m, v in picks.real.items()}
     rng = np.random.default_rng(seed)
     keys = [(m, s) for m in METRICS[picks.protocol] for s in subsets]
     out = {key: {"tau": np.full(perms, np.nan), "pairwise": np.full(perms, np.nan)} for key in keys}
     for b in range(perms):
-        vals = sv[rng.integers(len(sv), size=n_unique)]
-        sim = vals[inv.ravel()].reshape(R, U, k).mean(axis=2).T
+        sim = sv[rng.integers(len(sv), size=n_unique)][inv.ravel()].reshape(R, U, k).mean(axis=2).T
+        ss, sim_mean = _signs(sim, iu, ju), sim.mean(axis=0)
         for m, s in keys:
-            idx = subsets[s]
-            t, p = _statistics(sim[:, idx], picks.real[m][:, idx])
-            out[(m, s)]["tau"][b], out[(m, s)]["pairwise"][b] = t, p
+            sr, sp = real_signs[m][:, pos[s]], ss[:, pos[s]]
+            eligible = sr != 0
+            agree = (eligible & (sp == sr)).sum() + 0.5 * (eligible & (sp == 0)).sum()
+            out[(m, s)]["pairwise"][b] = agree / max(eligible.sum(), 1) if eligible.any() else np.nan
+            out[(m, s)]["tau"][b] = kendall_tau(sim_mean[subsets[s]], real_means[m][subsets[s]])
     return out
 
 

@@ -27,17 +27,29 @@ class MFModel:
         return self.mu + self.user_bias[:, None] + self.item_bias[None, :] + self.P @ self.Q.T
 
 
-def _ridge_rows(rows: np.ndarray, cols: np.ndarray, t: np.ndarray, F: np.ndarray, n_rows: int, reg: float):
+class _Rows:
+    """The sparse layout of the observations grouped by row (users, or items), built once per fit."""
+
+    def __init__(self, rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int):
+        self.order = np.lexsort((cols, rows))
+        self.indices = cols[self.order]
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_rows))])
+        self.shape = (n_rows, n_cols)
+
+    def matrix(self, values: np.ndarray):
+        from scipy.sparse import csr_matrix
+
+        return csr_matrix((values[self.order], self.indices, self.indptr), shape=self.shape)
+
+
+def _ridge_rows(layout: _Rows, t: np.ndarray, F: np.ndarray, reg: float) -> np.ndarray:
     """For every row r, the ridge solution w_r of F[cols] @ w ~ t over the observations of r (zero where
     r has none). The Gram matrices come from one sparse product with the (n_cols, d*d) outer products of
-    F, so no (observations, d*d) array is built."""
-    from scipy.sparse import csr_matrix
-
-    d = F.shape[1]
-    ind = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n_rows, len(F)))
-    G = ind @ (F[:, :, None] * F[:, None, :]).reshape(len(F), d * d)
-    b = csr_matrix((t, (rows, cols)), shape=(n_rows, len(F))) @ F
-    A = G.reshape(n_rows, d, d) + reg * np.eye(d)
+    F's rows, so no (observations, d*d) array is built."""
+    n, d = layout.shape[0], F.shape[1]
+    A = (layout.matrix(np.ones(len(t))) @ np.einsum("ci,cj->cij", F, F).reshape(len(F), d * d)).reshape(n, d, d)
+    A += reg * np.eye(d)
+    b = layout.matrix(t) @ F
     return np.linalg.solve(A, b[:, :, None])[:, :, 0]
 
 
@@ -59,10 +71,11 @@ def fit_mf(
     bu, bi = np.zeros(n_users), np.zeros(n_items)
     P = np.zeros((n_users, rank))
     Q = rng.normal(0, 0.1, (n_items, rank))
+    by_user, by_item = _Rows(user, item, n_users, n_items), _Rows(item, user, n_items, n_users)
     for _ in range(iters):
-        w = _ridge_rows(user, item, r - mu - bi[item], np.hstack([np.ones((n_items, 1)), Q]), n_users, reg)
+        w = _ridge_rows(by_user, r - mu - bi[item], np.hstack([np.ones((n_items, 1)), Q]), reg)
         bu, P = w[:, 0], w[:, 1:]
-        w = _ridge_rows(item, user, r - mu - bu[user], np.hstack([np.ones((n_users, 1)), P]), n_items, reg)
+        w = _ridge_rows(by_item, r - mu - bu[user], np.hstack([np.ones((n_users, 1)), P]), reg)
         bi, Q = w[:, 0], w[:, 1:]
     model = MFModel(mu, bu, bi, P, Q, 0.0)
     sd = float(np.sqrt(np.mean((model.predict(user, item) - r) ** 2)))

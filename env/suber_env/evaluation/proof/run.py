@@ -42,7 +42,9 @@ def jsonable(x):
 class _Context:
     """What every simulator is measured against: built once per run (panel picks, nulls, weights)."""
 
-    def __init__(self, split: GroundedSplit, panel: Panel | None, k: int, seed: int, boots: int, perms: int):
+    def __init__(
+        self, split: GroundedSplit, panel: Panel | None, k: int, seed: int, boots: int, perms: int, max_pos: int
+    ):
         check_split(split)
         self.split, self.k, self.seed = split, k, seed
         self.history = History.from_split(split)
@@ -57,9 +59,10 @@ class _Context:
         self.weights = {p: bootstrap_weights(len(pk.users), boots, seed + 1) for p, pk in self.picks.items()}
         sv = split.scale_values
         self.nulls = {p: null_distribution(pk, sv, self.subsets, perms, seed + 2) for p, pk in self.picks.items()}
+        self.sets = discrimination_sets(self.history, split.test_user, split.test_item, max_pos, seed)
 
 
-def _measure(ctx: _Context, sim: Simulator, max_pos: int, calib_per_user: int) -> dict:
+def _measure(ctx: _Context, sim: Simulator, calib_per_user: int) -> dict:
     """Every measurement for one simulator, each (user, item) pair rated once through a cache."""
     split, sv = ctx.split, np.asarray(ctx.split.scale_values, np.float64)
     cache = RatingCache(sim, split.n_items, len(sv))
@@ -75,7 +78,7 @@ def _measure(ctx: _Context, sim: Simulator, max_pos: int, calib_per_user: int) -
     real = np.asarray(split.test_rating, np.float64)
     d = cache.dist(split.test_user, split.test_item)
     e, s = d @ sv, sample_rating(d, sv, np.random.default_rng(ctx.seed + 4))
-    sets = discrimination_sets(ctx.history, split.test_user, split.test_item, max_pos, ctx.seed)
+    sets = ctx.sets
     cal = fit_calibration(ctx.history, expected_of, calib_per_user)
     out["anchors"] = {
         "discrimination": discrimination(sets, expected_of(sets["user"], sets["item"]), split.like_threshold),
@@ -104,14 +107,14 @@ def run_proof(
     Protocol A needs users with more than ``k`` held-out ratings; a protocol with fewer than two users is
     skipped (named in ``protocol["skipped_protocols"]``).
     ``panel`` defaults to ``default_panel``; add external recommenders with ``Panel.add``."""
-    ctx = _Context(split, panel, k, seed, boots, perms)
+    ctx = _Context(split, panel, k, seed, boots, perms, max_pos)
     sims = dict(simulators)
     if add_random and "random" not in sims:
         sims = {"random": random_simulator(split, seed + 3), **sims}
     results = {}
     for name, sim in sims.items():
         t = time.perf_counter()
-        results[name] = _measure(ctx, sim, max_pos, calib_per_user)
+        results[name] = _measure(ctx, sim, calib_per_user)
         results[name]["seconds"] = time.perf_counter() - t
     real = {
         p: {m: dict(zip(pk.names, v.mean(axis=0), strict=True)) for m, v in pk.real.items()}
