@@ -89,3 +89,12 @@ def test_protocol_a_is_skipped_when_no_user_has_more_than_k_held_out():
     assert res["protocol"]["skipped_protocols"] == {"A": "0 users"}
     assert set(res["simulators"]["random"]["agreement"]) == {"B"}
     assert "Skipped (too few users): A" in markdown(res)
+
+
+def test_with_controls_adds_shuffled_and_cf(split):
+    from suber_env.evaluation.proof import truth_simulator, with_controls
+
+    sims = with_controls(History.from_split(split), {"oracle": truth_simulator(split)})
+    assert list(sims) == ["oracle", "oracle_shuffled", "cf"]
+    u, i = split.test_user[:50], split.test_item[:50]
+    assert not np.array_equal(sims["oracle"](u, i), sims["oracle_shuffled"](u, i))

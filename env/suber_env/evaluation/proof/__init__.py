@@ -17,6 +17,7 @@ from .controls import (
     shuffled,
     truth_simulator,
     uniform_simulator,
+    with_controls,
 )
 from .data import (
     GroundedSplit,
@@ -70,4 +71,5 @@ __all__ = [
     "shuffled",
     "truth_simulator",
     "uniform_simulator",
+    "with_controls",
 ]

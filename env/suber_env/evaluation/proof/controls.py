@@ -114,3 +114,15 @@ def truth_simulator(split: GroundedSplit) -> Simulator:
 def reversed_simulator(split: GroundedSplit) -> Simulator:
     """For tests only: the held-out rating mirrored on the scale (1 <-> 5), one-hot."""
     return _lookup(split, reverse=True)
+
+
+def with_controls(history: History, simulators: dict[str, Simulator], seed: int = 0) -> dict[str, Simulator]:
+    """The simulators, each followed by its persona-shuffled control ("<name>_shuffled", one derangement
+    of the users shared by all), and the collaborative-filtering control "cf" (run_proof adds "random")."""
+    perm = derangement(history.n_users, seed)
+    out: dict[str, Simulator] = {}
+    for name, sim in simulators.items():
+        out[name] = sim
+        out[f"{name}_shuffled"] = shuffled(sim, perm)
+    out.setdefault("cf", cf_simulator(history, seed=seed))
+    return out
