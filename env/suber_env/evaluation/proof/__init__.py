@@ -1,0 +1,75 @@
+"""The proof (issue 23): does the simulator order recommenders as real people do? Pure array functions
+on a ``GroundedSplit``: the recommender panel (fitted on history only), counterfactual agreement
+(Kendall tau, per-user pairwise agreement, bootstrap and permutation test), the controls, the anchors'
+protocols (Agent4Rec, SimUSER, distribution fidelity) and a history-only calibration."""
+
+from .agreement import collect_picks, kendall_tau, pairwise_counts
+from .anchors import baselines, discrimination, discrimination_sets, distribution, jensen_shannon, rating_error
+from .cache import RatingCache
+from .calibration import Calibration, calibration_report, fit_calibration, history_pairs
+from .controls import (
+    cf_simulator,
+    derangement,
+    item_mean_simulator,
+    normal_over_scale,
+    random_simulator,
+    reversed_simulator,
+    shuffled,
+    truth_simulator,
+    uniform_simulator,
+    with_controls,
+)
+from .data import (
+    GroundedSplit,
+    History,
+    LeakError,
+    Simulator,
+    assert_no_overlap,
+    assert_subset_of_history,
+    expected_rating,
+)
+from .markdown import markdown
+from .mf import MFModel, fit_mf
+from .panel import Panel, Recommender, default_panel
+from .run import run_proof
+
+__all__ = [
+    "Calibration",
+    "GroundedSplit",
+    "History",
+    "LeakError",
+    "MFModel",
+    "Panel",
+    "RatingCache",
+    "Recommender",
+    "Simulator",
+    "assert_no_overlap",
+    "assert_subset_of_history",
+    "baselines",
+    "calibration_report",
+    "cf_simulator",
+    "collect_picks",
+    "default_panel",
+    "derangement",
+    "discrimination",
+    "discrimination_sets",
+    "distribution",
+    "expected_rating",
+    "fit_calibration",
+    "fit_mf",
+    "history_pairs",
+    "item_mean_simulator",
+    "jensen_shannon",
+    "kendall_tau",
+    "markdown",
+    "normal_over_scale",
+    "pairwise_counts",
+    "random_simulator",
+    "rating_error",
+    "reversed_simulator",
+    "run_proof",
+    "shuffled",
+    "truth_simulator",
+    "uniform_simulator",
+    "with_controls",
+]
