@@ -32,7 +32,10 @@ def evaluate_command(
     people_users: int = typer.Option(20, help="real users of ratings.parquet in the real-people test"),
     people_holdout: int = typer.Option(10, help="held-out ratings per real user"),
     people_history: int = typer.Option(20, help="latest training ratings put in each real user's memory"),
-    people_retrieval: str = typer.Option("recent", help="retrieval mode of the real-people test"),
+    people_retrieval: str = typer.Option("recent", help="retrieval mode of the real-people and grounded tests"),
+    grounded_k: int = typer.Option(5, help="grounded users: each recommender's top-k picks"),
+    grounded_boots: int = typer.Option(1000, help="grounded users: bootstrap samples over users"),
+    grounded_perms: int = typer.Option(200, help="grounded users: draws of the random simulator (permutation test)"),
     control: list[str] = typer.Option(["random"], help=f"control raters: {' | '.join(CONTROLS)} (repeat)"),
     block_size: int = typer.Option(
         256, help="rating requests per stored block (OUT/ratings/RATER/); a rerun rates only the blocks not yet stored"
@@ -73,6 +76,9 @@ def evaluate_command(
             people_holdout=people_holdout,
             people_history=people_history,
             people_retrieval=people_retrieval,
+            grounded_k=grounded_k,
+            grounded_boots=grounded_boots,
+            grounded_perms=grounded_perms,
             controls=tuple(control),
             block_size=block_size,
             ray=where,

@@ -20,10 +20,20 @@ TITLES = {
     **{f"collections_{m}": f"Collections ({m} retrieval)" for m in RETRIEVALS},
     "similarity": "Similarity to real ratings",
     "people": "Real people: like / dislike agreement",
+    "grounded": "Grounded users: Kendall tau, simulated vs real ordering of recommenders (protocol A)",
 }
 # paper table 6, Mistral-7B, 0-9, 2-shot; SUBER's collections figure is with its default last_3 retrieval
 SUBER_MISTRAL = {"genre": 0.79, "high_low": 1.00, "collections_recent": 0.67, "similarity": 0.78}
-NOT_SUBER = {"people"}  # not one of SUBER's cases: left out of the aggregate
+NOT_SUBER = {"people", "grounded"}  # not SUBER's cases: left out of the aggregate
+# Published figures on other protocols (MovieLens), set beside ours with the protocol named, never merged.
+ANCHORS = [
+    ("SUBER, table 6 (Mistral-7B, 0-9, 2-shot)", "aggregate of its four persona cases", "0.81"),
+    ("SUBER, table 2 (A2C, 1.6M steps)", "mean reward / MAP@10 in its own simulator, synthetic users", "7.93 / 0.88"),
+    ("SimUSER", "RMSE of predicted ratings (its own MovieLens protocol)", "0.50"),
+    ("SimUSER", "preference alignment", "79.1%"),
+    ("Agent4Rec", "RMSE of predicted ratings (its own MovieLens protocol)", "0.76"),
+    ("Agent4Rec", "preference alignment", "69.1%"),
+]
 
 
 def _atomic_text(path: Path, text: str) -> None:
@@ -101,6 +111,54 @@ def _plots(out: Path, results: dict[str, dict[str, dict]]) -> list[str]:
     return files
 
 
+def proof_section(out: Path, rater: str, proof: dict, plots: list[str]) -> list[str]:
+    """The grounded-users proof: its tables, and the plots of the orderings and the rating distributions."""
+    from .proof.markdown import markdown
+
+    lines = [f"## Grounded users: {rater} against its controls", "", markdown(proof), ""]
+    made = proof_plots(out, proof, rater)
+    plots += made
+    return lines + [f"![{p}]({p})" for p in made] + [""]
+
+
+def proof_plots(out: Path, proof: dict, rater: str) -> list[str]:
+    """One point per recommender: simulated score against the real one (protocol A), per simulator; and each
+    simulator's per-user mean rating spread beside the real one."""
+    try:
+        import matplotlib
+    except ImportError:
+        return []
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    sims = proof["simulators"]
+    for protocol in ("A", "B"):
+        real = proof["real"].get(protocol)
+        if not real:
+            continue
+        metric = proof["protocol"]["primary_metric"][protocol]
+        names = list(real[metric])
+        fig, axes = plt.subplots(1, len(sims), figsize=(3.2 * len(sims), 3.2), squeeze=False)
+        for ax, (sim, res) in zip(axes[0], sims.items(), strict=True):
+            got = res["agreement"].get(protocol)
+            if not got:
+                continue
+            x = [real[metric][n] for n in names]
+            y = [got["sim_scores"][n] for n in names]
+            ax.scatter(x, y, s=14)
+            tau = got["stats"][metric]["all"]["kendall_tau"]["value"]
+            ax.set_title(f"{sim}: tau {tau:+.2f}" if tau is not None else sim, fontsize=9)
+            ax.set_xlabel(f"real {metric}", fontsize=8)
+        axes[0][0].set_ylabel("simulated mean rating", fontsize=8)
+        name = f"grounded_{rater}_orderings_{protocol}.png"
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=80)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
 def write_report(out: Path, results: dict[str, dict[str, dict]], settings: dict) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     plots = _plots(out, results)
@@ -125,8 +183,16 @@ def write_report(out: Path, results: dict[str, dict[str, dict]], settings: dict)
             "",
         ]
     for rater, res in slim.items():
+        if "detail" in res.get("grounded", {}):
+            md += proof_section(out, rater, res["grounded"]["detail"], plots)
+    md += ["## Published anchors (other protocols: set beside ours, not comparable figure for figure)", "",
+           "| Source | Protocol | Figure |", "|---|---|---|"]  # fmt: skip
+    md += [f"| {a} | {b} | {c} |" for a, b, c in ANCHORS] + [""]
+    for rater, res in slim.items():
         md.append(f"## {rater}")
         for c, d in res.items():
+            if c == "grounded" and "detail" in d:
+                continue  # its own section above
             md.append(f"- **{TITLES[c]}**: " + (d["skipped"] if "skipped" in d else json.dumps(d["detail"])))
         md.append("")
     md += [f"![{p}]({p})" for p in plots]

@@ -9,11 +9,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from suber_env import Dataset, load_dataset
+from suber_env import Dataset, load_dataset, make_rater
 from suber_env.core import get_scale
 
 from .cases import genre_preference, high_low
 from .collections import collections
+from .grounded import grounded_case
 from .people import real_people
 from .personas import Persona, genre_persona
 from .rating_store import Plan, Planned, RaterSpec, RatingStore, rate_here
@@ -24,7 +25,10 @@ from .stats import EchoRater, RandomRater
 if TYPE_CHECKING:
     from .ray_rating import RayOptions
 
-SUITE = ("genre", "high_low", "similarity", "collections", "people")
+SUITE = ("genre", "high_low", "similarity", "collections", "people", "grounded")
+# Cases that rate through a live rater in this process: the proof asks for pairs as it measures, which the
+# plan-then-rate store cannot know beforehand.
+LIVE_CASES = ("grounded",)
 CONTROLS = ("random", "echo")
 RATERS = ("oracle", "transformers", "openai")
 
@@ -46,7 +50,7 @@ def _dataset_personas(ds: Dataset) -> list[Persona]:
 
 def _run(ds: Dataset, make, folder: Path, suite, seed: int, sizes: dict) -> dict[str, dict]:
     out = {}
-    for case in suite:
+    for case in (c for c in suite if c not in LIVE_CASES):
         try:
             _run_case(ds, make, folder, case, seed, sizes, out)
         except Planned:  # the planning pass: the case's requests are recorded, nothing to score
@@ -111,6 +115,9 @@ def evaluate(
     people_holdout: int = 10,
     people_history: int = 20,
     people_retrieval: str = "recent",
+    grounded_k: int = 5,
+    grounded_boots: int = 1000,
+    grounded_perms: int = 200,
     controls: tuple[str, ...] = ("random",),
     block_size: int = 256,
     ray: str | RayOptions | None = None,
@@ -149,6 +156,9 @@ def evaluate(
         people_holdout=people_holdout,
         people_history=people_history,
         people_retrieval=people_retrieval,
+        grounded_k=grounded_k,
+        grounded_boots=grounded_boots,
+        grounded_perms=grounded_perms,
     )
     # the evaluated rater: plan the suite's requests, rate the blocks the store lacks, score from the store
     store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)
@@ -171,6 +181,8 @@ def evaluate(
     }
     for name in (c for c in CONTROLS if c in controls):  # the report's column order
         results[name] = _run(ds, controls_made[name], out / "personas" / name, suite, seed, sizes)
+    if "grounded" in suite:  # its controls (random, shuffled personas, CF) are measured inside the proof
+        results[rater]["grounded"] = grounded_case(ds, make_rater(rater, ds, **rater_kw), rater, seed, sizes)
     model = rater_kw.get("model")  # openai: the served model's name; transformers: a model object, if given
     model = rater_kw.get("path") or (model if isinstance(model, str) else getattr(model, "name_or_path", None))
     base_url = _public_url(rater_kw.get("base_url"))
