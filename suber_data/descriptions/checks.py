@@ -120,15 +120,19 @@ _REAL_LEAKS = ("occupation:", "home:", "rating habit:", "favourite films:", "fav
 def without_titles(text: str, titles: Sequence[str]) -> str:
     """``text`` with every occurrence of the given titles (any case) replaced by a space, longest first: a title
     is the user's own (forced or quoted from the record), so its words are neither pronouns nor template text."""
-    for title in sorted({t for t in titles if t and t.strip()}, key=len, reverse=True):
-        text = re.sub(re.escape(title), " ", text, flags=re.IGNORECASE)
+    for title in sorted({t.strip() for t in titles if t and t.strip()}, key=len, reverse=True):
+        text = re.sub(_whole(title), " ", text, flags=re.IGNORECASE)
     return text
+
+
+def _whole(title: str) -> str:
+    """A regex of ``title`` as a whole: not inside a longer word ("Her" is not in "other")."""
+    return r"(?<![A-Za-z0-9])" + re.escape(title) + r"(?![A-Za-z0-9])"
 
 
 def names_title(text: str, title: str) -> bool:
     """``text`` names ``title`` verbatim (any case), not as part of a longer word."""
-    pattern = r"(?<![a-z0-9])" + re.escape(title.strip().lower()) + r"(?![a-z0-9])"
-    return bool(title.strip()) and re.search(pattern, text.lower()) is not None
+    return bool(title.strip()) and re.search(_whole(title.strip()), text, flags=re.IGNORECASE) is not None
 
 
 def check_real_row(text: str, user: Mapping) -> list[str]:
