@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from suber_data.descriptions.program import Decoding, Request, user_values
+from suber_data.descriptions.program import FIXED_GROUNDED, Decoding, Request, is_real, user_values
 from suber_data.descriptions.templates import TEMPLATE_DIR, fill
 from suber_data.errors import SuberDataError
 from suber_data.resources import asset_path
@@ -137,12 +137,18 @@ class TemplateBackend:
     def __init__(self, info: BackendInfo):
         self.info = info
         self.sections = _read_sections(Path(info.template_file))
+        # real users' sentences (fixed_grounded.txt): their hash is in real users' keys, not in the revision
+        self.grounded = _read_sections(asset_path(f"{TEMPLATE_DIR}/{FIXED_GROUNDED}"), needs="grounded")
 
     def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]:
         out = []
         for request in requests:
             start = time.perf_counter()
             values = user_values(request.user)
+            if is_real(request.user):
+                text = fill(self.grounded.get(request.variant) or self.grounded["grounded"], values)
+                out.append(Output(text, {c.name: c.options[0] for c in request.choices}, time.perf_counter() - start))
+                continue
             values["his_her"] = "his" if request.user["sex"] == "M" else "her"
             values["occupation"] = values["occupation"].lower()
             text = fill(self.sections.get(request.variant) or self.sections["plain"], values)
@@ -154,7 +160,7 @@ class TemplateBackend:
         pass
 
 
-def _read_sections(path: Path) -> dict[str, str]:
+def _read_sections(path: Path, needs: str = "plain") -> dict[str, str]:
     sections: dict[str, str] = {}
     current = None
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -165,6 +171,6 @@ def _read_sections(path: Path) -> dict[str, str]:
             sections[current] = ""
         elif current:
             sections[current] = (sections[current] + " " + line.strip()).strip()
-    if "plain" not in sections:
-        raise SuberDataError(f"{path}: needs a [plain] section; restore the file or reinstall suber-data")
+    if needs not in sections:
+        raise SuberDataError(f"{path}: needs a [{needs}] section; restore the file or reinstall suber-data")
     return sections

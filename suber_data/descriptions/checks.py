@@ -79,7 +79,8 @@ def mentions(text: str, phrase: str, synonyms: Sequence[str] = ()) -> bool:
 
 
 def check_row(description: str, user: Mapping, bounds: Bounds = Bounds()) -> list[str]:
-    """Problems of one description for one user (a mapping with sex, hobby, occupation, first/last name)."""
+    """Problems of one description for one user (a mapping with sex, hobby, occupation, first/last name; a real
+    user, profile "real", is checked by :func:`check_real_row`)."""
     problems: list[str] = []
     text = description.strip()
     if not text:
@@ -91,6 +92,8 @@ def check_row(description: str, user: Mapping, bounds: Bounds = Bounds()) -> lis
         problems.append(f"too long: {len(text)} characters (> {bounds.max_chars})")
     if "\n" in text:
         problems.append("contains a line break")
+    if user.get("profile") == "real":
+        return problems + check_real_row(text, user)
     own, other, other_word = (_MALE, _FEMALE, "she/her") if user["sex"] == "M" else (_FEMALE, _MALE, "he/his")
     n_other = sum(t in other for t in tokens)
     n_own = sum(t in own for t in tokens)
@@ -106,6 +109,83 @@ def check_row(description: str, user: Mapping, bounds: Bounds = Bounds()) -> lis
     if leaked:
         problems.append(f"template text leaked: {leaked[0]!r}")
     return problems
+
+
+# --------------------------------------------------------------------------- real users
+
+# The grounded templates' field names (a colon follows each: a free span can never write one).
+_REAL_LEAKS = ("occupation:", "home:", "rating habit:", "favourite films:", "favourite books:")
+
+
+def without_titles(text: str, titles: Sequence[str]) -> str:
+    """``text`` with every occurrence of the given titles (any case) replaced by a space, longest first: a title
+    is the user's own (forced or quoted from the record), so its words are neither pronouns nor template text."""
+    for title in sorted({t.strip() for t in titles if t and t.strip()}, key=len, reverse=True):
+        text = re.sub(_whole(title), " ", text, flags=re.IGNORECASE)
+    return text
+
+
+def _whole(title: str) -> str:
+    """A regex of ``title`` as a whole: not inside a longer word ("Her" is not in "other")."""
+    return r"(?<![A-Za-z0-9])" + re.escape(title) + r"(?![A-Za-z0-9])"
+
+
+def names_title(text: str, title: str) -> bool:
+    """``text`` names ``title`` verbatim (any case), not as part of a longer word."""
+    return bool(title.strip()) and re.search(_whole(title.strip()), text, flags=re.IGNORECASE) is not None
+
+
+def check_real_row(text: str, user: Mapping) -> list[str]:
+    """A real user's description: names one of their favourite (best-rated history) titles and one of their liked
+    genres (their rating habit when none is liked), no pronoun for a gender the release does not record (nor
+    the other sex's), no template text. The titles are set aside for the pronoun and template checks."""
+    problems: list[str] = []
+    favourites = [str(t) for t in (user.get("favourites") or [])]
+    liked = [str(g) for g in (user.get("liked") or [])]
+    rest = without_titles(text, favourites)
+    tokens = words(rest)
+    sex = user.get("sex")
+    if sex in ("M", "F"):
+        own, other, other_word = (_MALE, _FEMALE, "she/her") if sex == "M" else (_FEMALE, _MALE, "he/his")
+        n_other, n_own = sum(t in other for t in tokens), sum(t in own for t in tokens)
+        if n_other and n_other >= n_own:
+            problems.append(f"pronouns: uses {other_word} {n_other}x for a {'man' if sex == 'M' else 'woman'}")
+    else:
+        gendered = [t for t in tokens if t in _MALE or t in _FEMALE]
+        if gendered:
+            problems.append(f"pronouns: uses {gendered[0]!r} {len(gendered)}x for a person of unrecorded gender")
+    if favourites and not any(names_title(text, t) for t in favourites):
+        problems.append(f"favourite title not mentioned: {favourites[0]!r}")
+    if liked:
+        if not any(mentions(rest, g) for g in liked):
+            problems.append(f"liked genre not mentioned: {liked[0]!r}")
+    elif user.get("habit") and not mentions(rest, str(user["habit"])):
+        problems.append(f"rating habit not mentioned: {user['habit']!r}")
+    low = rest.lower()
+    leaked = [marker for marker in _LEAKS + _REAL_LEAKS if marker in low]
+    if leaked:
+        problems.append(f"template text leaked: {leaked[0]!r}")
+    return problems
+
+
+def held_out_leaks(
+    descriptions: Mapping[int, str], titles: Mapping[int, tuple[set[str], set[str]]]
+) -> dict[int, list[str]]:
+    """User id -> problems, for each description that names one of its user's held-out titles that the user's
+    history does not hold (``titles``: user id -> (held-out titles, history titles), from
+    :func:`suber_data.users.real.user_titles`). The held-out ratings never reach a prompt, so a hit means the
+    model guessed a title the evaluation will ask about: the description is not kept."""
+    from suber_data.users.real import held_out_mentions
+
+    out: dict[int, list[str]] = {}
+    for uid, text in descriptions.items():
+        if uid not in titles or not text:
+            continue
+        held, history = titles[uid]
+        hits = held_out_mentions(text, held, history)
+        if hits:
+            out[uid] = [f"names held-out title(s) {', '.join(repr(t) for t in hits[:3])}, not in the history"]
+    return out
 
 
 # --------------------------------------------------------------------------- near-duplicates (MinHash + LSH)

@@ -28,19 +28,31 @@ from suber_data.artifacts.io import write_parquet
 from suber_data.artifacts.manifest import fingerprint, read_manifest, record_step, sha256_file, step_is_current
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
 from suber_data.descriptions.backends import Backend, BackendInfo, Output, describe, open_backend
-from suber_data.descriptions.checks import Bounds, check_row, near_duplicates
-from suber_data.descriptions.program import Decoding, Request, attempt_seed, build_request, choose_variant
+from suber_data.descriptions.checks import Bounds, check_row, held_out_leaks, near_duplicates
+from suber_data.descriptions.program import (
+    REAL_ATTRIBUTES,
+    Decoding,
+    Request,
+    attempt_seed,
+    build_request,
+    choose_variant,
+    fixed_grounded_digest,
+    is_real,
+)
 from suber_data.descriptions.store import ChunkStore
-from suber_data.descriptions.templates import TEMPLATE_DIR, VARIANTS, load_template
+from suber_data.descriptions.templates import SYNTHETIC_VARIANTS, TEMPLATE_DIR, VARIANTS, load_template
 from suber_data.errors import InputError
+from suber_data.users.real import user_titles
 
 log = logging.getLogger(__name__)
 
 STEP = "user_descriptions"
 OUTPUT = "user_descriptions.parquet"
 USERS = "users.parquet"
+USER_RATINGS = "user_ratings.parquet"  # a real population's history and held-out ratings (users/real.py)
 REQUIRED = ("user_id", "first_name", "last_name", "sex", "age", "occupation", "hobby", "liked", "disliked", "seed")
 CHECKS_VERSION = 1  # bump when check_row / near_duplicates change meaning
+REAL_CHECKS_VERSION = 1  # bump when real users' checks (check_real_row, held_out_leaks) change meaning
 BLOCK_SIZE = 256  # users per block: the unit a Ray worker takes, and the batches' frame (see generate_batches)
 
 
@@ -95,6 +107,9 @@ class DescriptionResult:
 
 
 def read_users(dataset_dir: Path) -> list[dict[str, Any]]:
+    """The users to describe. A synthetic user needs every REQUIRED field and sex M or F; a real user (profile
+    "real") may lack age, occupation and hobby (the release records none) and have sex U, and brings the
+    history fields of its record (REAL_ATTRIBUTES)."""
     path = dataset_dir / USERS
     if not path.exists():
         raise InputError(f"{path} not found: build the users first (suber-data build ... --only users)")
@@ -102,17 +117,29 @@ def read_users(dataset_dir: Path) -> list[dict[str, Any]]:
     missing = [c for c in REQUIRED if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}; rebuild users.parquet with the current suber-data")
-    rows = table.select(list(REQUIRED)).to_pylist()
+    extra = [c for c in REAL_ATTRIBUTES if c in table.column_names]
+    rows = table.select(list(REQUIRED) + extra).to_pylist()
     seen: set[int] = set()
     for i, row in enumerate(rows):
+        where = f"{path}: row {i} (user_id {row['user_id']})"
+        real = is_real(row)
+        optional = ("liked", "disliked") + (("age", "occupation", "hobby") if real else ())
         for name in REQUIRED:
-            if row[name] is None and name not in ("liked", "disliked"):
-                raise InputError(f"{path}: row {i} (user_id {row['user_id']}): field '{name}' is empty; rebuild users")
-        if row["sex"] not in ("M", "F"):
-            raise InputError(f"{path}: row {i} (user_id {row['user_id']}): field 'sex' is {row['sex']!r}, not M or F")
+            if row[name] is None and name not in optional:
+                raise InputError(f"{where}: field '{name}' is empty; rebuild users")
+        if real:
+            if row["sex"] not in ("M", "F", "U"):
+                raise InputError(f"{where}: field 'sex' is {row['sex']!r}, not M, F or U")
+            if not row.get("favourites") or not row.get("habit"):
+                raise InputError(f"{where}: a real user without favourites or habit; rebuild users (--profile real)")
+        elif row["sex"] not in ("M", "F"):
+            raise InputError(f"{where}: field 'sex' is {row['sex']!r}, not M or F")
         if row["user_id"] in seen:
             raise InputError(f"{path}: row {i}: user_id {row['user_id']} appears twice; rebuild users")
         seen.add(row["user_id"])
+        if not real:  # a synthetic user's request (and key) sees exactly the fields it always did
+            for name in extra:
+                row.pop(name)
     return rows
 
 
@@ -270,13 +297,16 @@ def generate_descriptions(
     decoding = Decoding(temperature=float(temperature), max_tokens=int(max_tokens), seed=int(seed))
     info: BackendInfo = backend_instance.info if backend_instance is not None else describe(backend, model, revision)
     users = read_users(dataset_dir)
-    templates = {v: load_template(v, template_dir) for v in VARIANTS}
+    real = any(is_real(u) for u in users)
+    # the real users' templates only where there are real users: a synthetic run's fingerprint is unchanged
+    templates = {v: load_template(v, template_dir) for v in (VARIANTS if real else SYNTHETIC_VARIANTS)}
     result = DescriptionResult(dataset_dir, info.backend, info.model, total=len(users))
 
     step_fp = fingerprint(
         STEP, sha256_file(dataset_dir / USERS), info.backend, info.model, info.revision,
         {v: t.sha256 for v, t in templates.items()}, decoding.__dict__, split, domain, max_attempts,
         bounds.__dict__, dedup_threshold, CHECKS_VERSION,
+        *((REAL_CHECKS_VERSION, _sha256_or_none(dataset_dir / USER_RATINGS), fixed_grounded_digest()) if real else ()),
     )  # fmt: skip
     subset = None if user_ids is None else {int(u) for u in user_ids}
     if subset is not None:
@@ -344,29 +374,38 @@ def generate_descriptions(
                 progress(done, done + pending)
             log.info("descriptions: %d finished, %d queued", done, pending)
 
+    # Real users: (held-out titles, history titles) by user, for the held-out leak pass below.
+    titles = user_titles(dataset_dir) if real else {}
     try:
         if queue:
             run(queue)
-        # Near-duplicates across users: the later user gets another attempt (bounded like any retry).
-        if info.backend != "template":
-            for _ in range(max_attempts):
-                rows = _current_rows(store, requests)
-                ok = sorted((r for r in rows.values() if r["status"] == "ok"), key=lambda r: r["user_id"])
+        # Across users and against the held-out ratings: a near-duplicate of an earlier user, or a real user's
+        # description naming one of their held-out titles, gets another attempt (bounded like any retry). The
+        # template backend is never retried (it writes the same text again): its leaks are recorded as failures.
+        for _ in range(max_attempts):
+            rows = _current_rows(store, requests)
+            ok = sorted((r for r in rows.values() if r["status"] == "ok"), key=lambda r: r["user_id"])
+            flagged: dict[int, str] = {}
+            if info.backend != "template":
                 dups = near_duplicates([r["description"] for r in ok], threshold=dedup_threshold)
-                if not dups:
-                    break
-                redo, exhausted = [], []
                 for j, (i, jaccard) in dups.items():
-                    row = ok[j]
-                    problem = f"near-duplicate of user {ok[i]['user_id']} (Jaccard {jaccard:.2f})"
-                    if row["attempts"] < limit:
-                        redo.append((requests[row["user_id"]], row["attempts"] + 1))
-                    else:
-                        exhausted.append({**row, "status": "failed", "problems": [problem], "finished_at": time.time()})
-                store.append(exhausted)
-                if not redo:
-                    break
-                run(redo)
+                    flagged[j] = f"near-duplicate of user {ok[i]['user_id']} (Jaccard {jaccard:.2f})"
+            if titles:
+                leaks = held_out_leaks({r["user_id"]: r["description"] for r in ok}, titles)
+                flagged.update({j: leaks[r["user_id"]][0] for j, r in enumerate(ok) if r["user_id"] in leaks})
+            if not flagged:
+                break
+            redo, exhausted = [], []
+            for j, problem in sorted(flagged.items()):
+                row = ok[j]
+                if row["attempts"] < limit and info.backend != "template":
+                    redo.append((requests[row["user_id"]], row["attempts"] + 1))
+                else:
+                    exhausted.append({**row, "status": "failed", "problems": [problem], "finished_at": time.time()})
+            store.append(exhausted)
+            if not redo:
+                break
+            run(redo)
     finally:
         if opened is not None and owns_backend:
             opened.close()
@@ -438,6 +477,10 @@ def generate_descriptions(
         },
     )
     return result
+
+
+def _sha256_or_none(path: Path) -> str | None:
+    return sha256_file(path) if path.exists() else None
 
 
 def _public_url(url: str | None) -> str | None:

@@ -21,7 +21,15 @@ from pathlib import Path
 import torch
 
 from suber_data.descriptions.backends import BackendInfo, Output
-from suber_data.descriptions.program import Choice, Decoding, Request, guidance_program, parse_output
+from suber_data.descriptions.program import (
+    Choice,
+    Decoding,
+    Request,
+    forced_strings,
+    guidance_program,
+    is_real,
+    parse_output,
+)
 from suber_data.errors import SuberDataError
 
 VICUNA_ROLES = ("USER: ", " ASSISTANT: ")  # SUBER's Vicuna roles: no system prompt
@@ -118,8 +126,9 @@ class LocalBackend:
         return f"{bos}{VICUNA_ROLES[0]}{request.instruction}{VICUNA_ROLES[1].rstrip()}", request.prefix
 
     def grammar(self, request: Request, decoding: Decoding) -> str:
-        user = request.user  # the description grammar carries the user's sex, job and hobby
-        key = (request.parts, user["sex"], user["occupation"], user["hobby"], decoding.max_tokens, decoding.temperature)
+        user = request.user  # the description grammar carries the user's sex and forced strings
+        forced = tuple(forced_strings(user))
+        key = (request.parts, user["sex"], forced, is_real(user), decoding.max_tokens, decoding.temperature)
         if key not in self._grammar_cache:
             if len(self._grammar_cache) > 4096:
                 self._grammar_cache.clear()
@@ -325,5 +334,5 @@ def _fixed_chars(request: Request) -> int:
             total += len(part.encode())
         elif isinstance(part, Choice):
             total += max(len(o.encode()) for o in part.options)
-    user = request.user  # the description's forced job and hobby strings, and the spaces around them
-    return total + len(str(user["occupation"]).encode()) + len(str(user["hobby"]).encode()) + 8
+    forced = forced_strings(request.user)  # the description's forced strings, and the spaces around them
+    return total + sum(len(s.encode()) for s in forced) + 8

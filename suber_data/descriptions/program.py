@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from suber_data.artifacts.manifest import fingerprint
-from suber_data.descriptions.templates import Gen, Literal, Select, Template, fill
+from suber_data.descriptions.templates import TEMPLATE_DIR, Gen, Literal, Select, Template, fill
 
 DESCRIPTION = "description"
 
@@ -68,7 +68,19 @@ class Request:
         return "".join(out)
 
 
+def is_real(user: Mapping) -> bool:
+    """A real user of the release (``--profile real``), described from their history alone."""
+    return user.get("profile") == "real"
+
+
+# What a real user's record may show besides the synthetic fields, all from the history (never the held-out part).
+REAL_ATTRIBUTES = ("profile", "age_group", "state", "habit", "rating_mean", "n_history", "favourites")
+NOT_RECORDED = "not recorded"
+
+
 def user_values(user: Mapping) -> dict[str, str]:
+    if is_real(user):
+        return real_values(user)
     male = user["sex"] == "M"
     liked = list(user.get("liked") or [])
     disliked = list(user.get("disliked") or [])
@@ -85,9 +97,67 @@ def user_values(user: Mapping) -> dict[str, str]:
     }
 
 
+def _known(value) -> str:
+    return NOT_RECORDED if value is None or str(value).strip() == "" else str(value)
+
+
+def real_values(user: Mapping) -> dict[str, str]:
+    """A real user's record: what the release records (the rest "not recorded") and what the history shows."""
+    liked = list(user.get("liked") or [])
+    disliked = list(user.get("disliked") or [])
+    favourites = list(user.get("favourites") or [])
+    if user.get("age") is not None:
+        age = str(int(user["age"]))
+    elif user.get("age_group"):
+        age = f"{user['age_group']} (age group)"
+    else:
+        age = NOT_RECORDED
+    sex = {"M": "man", "F": "woman"}.get(user.get("sex"), NOT_RECORDED)
+    habit = str(user.get("habit") or "rater")
+    mean, n = user.get("rating_mean"), user.get("n_history")
+    habit_text = habit if mean is None else f"{habit} (average {float(mean):.1f} stars over {int(n or 0)} ratings)"
+    return {
+        "name": f"{user['first_name']} {user['last_name']}".strip(),
+        "age": age,
+        "age_text": age,
+        "sex": {"M": "M", "F": "F"}.get(user.get("sex"), "U"),
+        "sex_text": sex,
+        "occupation": _known(user.get("occupation")),
+        "occupation_text": _known(user.get("occupation")),
+        "state_text": NOT_RECORDED if not user.get("state") else f"{user['state']} (US state)",
+        "hobby": NOT_RECORDED,
+        "liked": ", ".join(liked) if liked else "none stands out",
+        "disliked": ", ".join(disliked) if disliked else "none stands out",
+        "habit": habit,
+        "habit_text": habit_text,
+        "favourites": "; ".join(favourites) if favourites else "none",
+        "favourite": favourites[0] if favourites else "none",
+        "taste": f"enjoys {_and(liked)} more than other kinds" if liked else "shows no kind they clearly prefer",
+    }
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def forced_strings(user: Mapping) -> list[str]:
+    """The strings a description must hold verbatim (placed by the model, see ``description_program``):
+    job and hobby for a synthetic user; for a real user, the best-rated history title and the top liked genre
+    (the rating habit where no genre is liked), both grounded in the history."""
+    if not is_real(user):
+        return [str(user["occupation"]), str(user["hobby"])]
+    favourites = [str(t) for t in (user.get("favourites") or []) if str(t).strip()]
+    liked = [str(g) for g in (user.get("liked") or []) if str(g).strip()]
+    out = favourites[:1] + (liked[:1] or [str(user.get("habit") or "")])
+    return [s for s in dict.fromkeys(out) if s.strip()]
+
+
 def choose_variant(domain: str, user: Mapping, split: float, seed: int) -> str:
-    """books -> "books"; movies -> "preferences" or "film_interest" (SUBER's 50/50 split, drawn per user
-    from a hash so it does not depend on row order), "plain" when the user has no liked genre."""
+    """A real user -> "grounded" (movies) or "grounded_books". Otherwise books -> "books"; movies ->
+    "preferences" or "film_interest" (SUBER's 50/50 split, drawn per user from a hash so it does not depend on
+    row order), "plain" when the user has no liked genre."""
+    if is_real(user):
+        return "grounded_books" if domain == "books" else "grounded"
     if domain == "books":
         return "books" if user.get("liked") else "plain"
     if not user.get("liked"):
@@ -97,9 +167,15 @@ def choose_variant(domain: str, user: Mapping, split: float, seed: int) -> str:
     return "preferences" if draw < split else "film_interest"
 
 
+def _int_or_none(value) -> int | None:
+    return None if value is None else int(value)
+
+
 def generation_key(
     user: Mapping, variant: str, template: Template, backend: str, model: str, revision: str | None, decoding: Decoding
 ) -> str:
+    """The hash a stored row is found by. A synthetic user's key is what it always was (stores stay reusable); a
+    real user's adds the record's history fields, and, for the template backend, its fixed text for real users."""
     attributes = {
         k: (list(user[k]) if k in ("liked", "disliked") else user[k])
         for k in (
@@ -116,8 +192,22 @@ def generation_key(
         )
     }
     attributes["user_id"] = int(attributes["user_id"])
-    attributes["age"] = int(attributes["age"])
     attributes["seed"] = int(attributes["seed"])
+    if is_real(user):
+        attributes["age"] = _int_or_none(attributes["age"])
+        for k in REAL_ATTRIBUTES:
+            value = user.get(k)
+            if k == "favourites":
+                value = list(value or [])
+            elif k == "rating_mean":
+                value = None if value is None else round(float(value), 4)
+            elif k == "n_history":
+                value = _int_or_none(value)
+            attributes[k] = value
+        if backend == "template":
+            revision = f"{revision}+{fixed_grounded_digest()}"
+    else:
+        attributes["age"] = int(attributes["age"])
     return fingerprint(
         "user_description/v1",
         backend,
@@ -130,6 +220,17 @@ def generation_key(
         int(decoding.max_tokens),
         int(decoding.seed),
     )
+
+
+FIXED_GROUNDED = "fixed_grounded.txt"
+
+
+def fixed_grounded_digest() -> str:
+    """The template backend's text for real users (``fixed_grounded.txt``), hashed: part of their keys."""
+    from suber_data.resources import asset_path
+
+    path = asset_path(f"{TEMPLATE_DIR}/{FIXED_GROUNDED}")
+    return f"{FIXED_GROUNDED}@{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
 
 
 def attempt_seed(key: str, attempt: int) -> int:
@@ -162,7 +263,14 @@ def build_request(
     stripped = head.rstrip(" ")
     tail = head[len(stripped) :]
     parts = ((tail,) if tail else ()) + tuple(rest)
-    lead_literal = next(p for p in reversed(parts) if isinstance(p, str)) if len(parts) > 1 else head
+    # The lead is the record's text after its last choice (all of it when there is none, as in "plain").
+    after: list[str] = [stripped]
+    for part in parts:
+        if isinstance(part, Choice):
+            after = []
+        elif isinstance(part, str):
+            after.append(part)
+    lead_literal = "".join(after)
     lead = lead_literal.rsplit("Description:", 1)[-1].strip() if "Description:" in lead_literal else ""
     key = generation_key(user, variant, template, backend, model, revision, decoding)
     return Request(
@@ -179,11 +287,19 @@ def build_request(
 
 
 # What the checks forbid, made impossible in the free spans of the description (see docs/descriptions.md):
-# the other sex's pronouns, the words of the record's field names, line breaks and template characters.
-_OTHER_PRONOUNS = {"M": ("she", "her", "hers", "herself"), "F": ("he", "him", "his", "himself")}
+# the other sex's pronouns (both sexes' for a real user whose gender is not recorded: the text says "they"),
+# the words of the record's field names, line breaks and template characters.
+_HE = ("he", "him", "his", "himself")
+_SHE = ("she", "her", "hers", "herself")
+_OTHER_PRONOUNS = {"M": _SHE, "F": _HE, "U": _HE + _SHE}
 _BANNED_WORDS = ("enjoyed", "avoided", "years", "name", "description", "gender", "inst")
 _ALNUM = "".join(chr(c) for c in range(ord("a"), ord("z") + 1)) + "0123456789"
 _SEPARATORS = r"[ ,.;!?'()\-]"  # the checks split words on [a-z0-9]; no newline, colon, brackets or non-ASCII
+
+
+def pronoun_sex(user: Mapping) -> str:
+    """M, F, or U (a real user whose gender the release does not record)."""
+    return user["sex"] if user.get("sex") in ("M", "F") else "U"
 
 
 def _chars(letters: str) -> str:
@@ -221,29 +337,36 @@ def _first_word(text: str) -> tuple[str, ...]:
 
 
 def description_program(user: Mapping, decoding: Decoding):
-    """The free description as a grammar that carries the checks: the user's job and hobby verbatim, placed
-    by the model among free spans (job first or hobby first), one line, no other-sex pronoun, no template text.
+    """The free description as a grammar that carries the checks: the user's forced strings verbatim
+    (``forced_strings``: job and hobby, or for a real user a favourite title and a liked genre), placed by the
+    model among free spans (either one first), one line, no pronoun the checks forbid, no template text.
     The space before each forced string is forced too: a span cut at its token budget cannot glue onto it.
 
-    A span is one greedy lexeme: were the job's first word a word it may hold, the model's " Nurse" would
-    extend the span, never start the forced " Nurse", and the job would come only when the span's token
-    budget ran out. So the spans before the forced strings avoid the first words of job and hobby: writing
-    one of them starts the forced string.
+    A span is one greedy lexeme: were a forced string's first word a word it may hold, the model's " Nurse" would
+    extend the span, never start the forced " Nurse", and the string would come only when the span's token
+    budget ran out. So the spans before the forced strings avoid their first words: writing one of them starts
+    the forced string.
     """
     from guidance import gen, select
 
-    sex = "M" if user["sex"] == "M" else "F"
-    job, hobby = _forced(str(user["occupation"])), _forced(str(user["hobby"]))
-    avoid = _first_word(str(user["occupation"])) + _first_word(str(user["hobby"]))
-    inner = max(16, decoding.max_tokens // 10)  # the model reaches the job or the hobby, or it is forced
+    sex = pronoun_sex(user) if is_real(user) else ("M" if user["sex"] == "M" else "F")
+    strings = forced_strings(user)
+    forced = [_forced(s) for s in strings]
+    avoid = tuple(w for s in strings for w in _first_word(s))
+    inner = max(16, decoding.max_tokens // 10)  # the model reaches each forced string, or it is forced
     last = max(8, decoding.max_tokens // 3)
 
     def span(min_words: int, budget: int, opening: bool = False, avoid: tuple[str, ...] = ()):
         pattern = span_regex(sex, min_words, opening=opening, avoid=avoid)
         return gen(regex=pattern, max_tokens=budget, temperature=decoding.temperature)
 
-    first = span(1, inner, True, avoid) + select(job) + span(1, inner, avoid=avoid) + select(hobby)
-    second = span(1, inner, True, avoid) + select(hobby) + span(1, inner, avoid=avoid) + select(job)
+    if not forced:  # a real user whose history shows no title, genre or habit (read_users lets none through)
+        return span(8, last, True) + "\n"
+    if len(forced) == 1:
+        return span(1, inner, True, avoid) + select(forced[0]) + span(5, last) + "\n"
+    a, b = forced
+    first = span(1, inner, True, avoid) + select(a) + span(1, inner, avoid=avoid) + select(b)
+    second = span(1, inner, True, avoid) + select(b) + span(1, inner, avoid=avoid) + select(a)
     return select([first, second]) + span(5, last) + "\n"  # 1 + 1 + 5 words and the two strings: never too short
 
 

@@ -18,8 +18,12 @@ from suber_data.errors import InputError
 from suber_data.resources import asset_path
 
 TEMPLATE_DIR = "prompts/descriptions"
-VARIANTS = ("plain", "preferences", "film_interest", "books")
+SYNTHETIC_VARIANTS = ("plain", "preferences", "film_interest", "books")
+REAL_VARIANTS = ("grounded", "grounded_books")  # real users of a release (profile "real"): movies, books
+VARIANTS = SYNTHETIC_VARIANTS + REAL_VARIANTS
 FIELDS = ("name", "age", "sex", "hobby", "occupation", "liked", "disliked", "man_woman", "he_she")
+# Real users' records: every field says what the release records, or "not recorded" (see program.user_values).
+REAL_FIELDS = ("age_text", "sex_text", "occupation_text", "state_text", "habit_text", "favourites")
 
 _MARKER = re.compile(r"\{\{\s*(select|gen)\s+([a-z_]+)(?:\s+([a-z_]+))?\s*\}\}")
 _FIELD = re.compile(r"\{([a-z_]+)\}")
@@ -104,8 +108,9 @@ def parse_template(path: Path, variant: str | None = None) -> Template:
         raise _fail(path, "exactly one {{gen ...}} is allowed, the final {{gen description}}")
     for where in [user] + [s.text for s in segments if isinstance(s, Literal)]:
         for field in _FIELD.findall(where):
-            if field not in FIELDS:
-                raise _fail(path, f"unknown placeholder {{{field}}}; known: {', '.join(FIELDS)}")
+            if field not in FIELDS + REAL_FIELDS:
+                known = ", ".join(FIELDS + REAL_FIELDS)
+                raise _fail(path, f"unknown placeholder {{{field}}}; known: {known}")
     return Template(
         variant=variant or path.stem,
         path=path,

@@ -10,6 +10,7 @@ tables.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -391,6 +392,34 @@ def check_persona_leak(users: pa.Table, user_ratings: pa.Table, items: pa.Table)
 
 def held_out_mentions(text: str, held_titles: set[str], history_titles: set[str]) -> list[str]:
     """Held-out titles a text names that the history does not (titles of 2 words or 8 letters or more: a short
-    title such as 'Heat' is an ordinary word)."""
+    title such as 'Heat' is an ordinary word). A title is named as a whole, not inside a longer word, and not
+    inside a history title the text names ('Toy Story' held out is not named by 'Toy Story 2' in the history)."""
     low = text.lower()
-    return sorted(t for t in held_titles - history_titles if (len(t) >= 8 or " " in t.strip()) and t.lower() in low)
+    for title in sorted(history_titles, key=len, reverse=True):
+        if title.strip():
+            low = low.replace(title.lower(), " ")
+    found = []
+    for t in held_titles - history_titles:
+        if not (len(t) >= 8 or " " in t.strip()):
+            continue
+        if re.search(r"(?<![a-z0-9])" + re.escape(t.lower()) + r"(?![a-z0-9])", low):
+            found.append(t)
+    return sorted(found)
+
+
+def user_titles(dataset_dir: Path) -> dict[int, tuple[set[str], set[str]]]:
+    """users.user_id -> (held-out titles, history titles) of a real population (user_ratings.parquet and
+    items.parquet); empty when the dataset has no user_ratings.parquet (a synthetic population)."""
+    path = dataset_dir / "user_ratings.parquet"
+    if not path.exists():
+        return {}
+    items = pq.read_table(dataset_dir / "items.parquet", columns=["item_id", "title"]).to_pydict()
+    title = dict(zip(items["item_id"], items["title"], strict=True))
+    ur = pq.read_table(path, columns=["user_id", "item_id", "part"]).to_pydict()
+    out: dict[int, tuple[set[str], set[str]]] = {}
+    for u, i, part in zip(ur["user_id"], ur["item_id"], ur["part"], strict=True):
+        held, history = out.setdefault(int(u), (set(), set()))
+        name = title.get(i)
+        if name:
+            (held if part == "held_out" else history).add(name)
+    return out

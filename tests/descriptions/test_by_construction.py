@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("llguidance")
 pytest.importorskip("guidance")
 
-from suber_data.descriptions.checks import check_row, words  # noqa: E402
+from suber_data.descriptions.checks import check_row, without_titles, words  # noqa: E402
 from suber_data.descriptions.program import Decoding, attempt_seed, build_request, span_regex  # noqa: E402
 from suber_data.descriptions.templates import load_template  # noqa: E402
 from tests.descriptions.helpers import users_table  # noqa: E402
@@ -49,3 +49,57 @@ def test_every_description_of_a_random_model_passes_the_row_checks(tiny):
         other = {"she", "her", "hers", "herself"} if user["sex"] == "M" else {"he", "him", "his", "himself"}
         assert not other & set(words(text)), text
         assert check_row(text, user) == [], (text, check_row(text, user))
+
+
+REAL_USERS = [  # real users as users/real.py writes them: the release records little or nothing about them
+    {"user_id": 0, "first_name": "User", "last_name": "196", "sex": "U", "age": None, "occupation": None,
+     "hobby": None, "liked": ["science fiction", "drama"], "disliked": ["horror"], "seed": 42, "profile": "real",
+     "age_group": None, "state": None, "habit": "harsh critic", "rating_mean": 2.9, "n_history": 31,
+     "favourites": ["The Matrix", "Her"]},
+    {"user_id": 1, "first_name": "User", "last_name": "18", "sex": "U", "age": None, "occupation": None,
+     "hobby": None, "liked": [], "disliked": [], "seed": 42, "profile": "real", "age_group": None, "state": None,
+     "habit": "generous rater", "rating_mean": 4.6, "n_history": 6,
+     "favourites": ["Ice Age: The Meltdown", "Star Wars"]},
+    {"user_id": 2, "first_name": "User", "last_name": "7", "sex": "F", "age": 24, "occupation": "writer",
+     "hobby": None, "liked": ["comedy"], "disliked": ["action"], "seed": 42, "profile": "real", "age_group": None,
+     "state": "MN", "habit": "balanced rater", "rating_mean": 3.6, "n_history": 40,
+     "favourites": ["He Got Game", "Heat"]},
+    {"user_id": 3, "first_name": "User", "last_name": "9", "sex": "M", "age": None, "occupation": "other",
+     "hobby": None, "liked": ["fantasy", "animated"], "disliked": [], "seed": 42, "profile": "real",
+     "age_group": "25-34", "state": None, "habit": "balanced rater", "rating_mean": 3.9, "n_history": 22,
+     "favourites": ["Amélie", "Spirited Away"]},
+]  # fmt: skip
+
+
+def test_every_real_user_description_of_a_random_model_passes_the_row_checks(tiny):
+    """Real users: the best-rated history title and the top liked genre (the habit where none is liked) verbatim,
+    no he/she family at all where the gender is not recorded, and the row checks pass."""
+    decoding = Decoding(temperature=1.5, max_tokens=60)
+    requests = [
+        build_request(u, "grounded", load_template("grounded"), backend="transformers", model="tiny", revision="t",
+                      decoding=decoding)
+        for u in REAL_USERS * 2
+    ]  # fmt: skip
+    seeds = [attempt_seed(r.key, i) for i, r in enumerate(requests)]
+    outputs = tiny.generate(requests, seeds, decoding)
+    for request, output in zip(requests, outputs, strict=True):
+        assert output.error is None, output.error
+        text, user = output.description, request.user
+        forced = [user["favourites"][0], (user["liked"] or [user["habit"]])[0]]
+        for string in forced:
+            assert f" {string}" in text or f" {string[:1].swapcase()}{string[1:]}" in text, (string, text)
+        rest = without_titles(text, user["favourites"])
+        banned = {"he", "him", "his", "himself", "she", "her", "hers", "herself"}
+        if user["sex"] == "M":
+            banned = {"she", "her", "hers", "herself"}
+        elif user["sex"] == "F":
+            banned = {"he", "him", "his", "himself"}
+        assert not banned & set(words(rest)), text
+        assert check_row(text, user) == [], (text, check_row(text, user))
+
+
+def test_span_regex_of_an_unrecorded_gender_rejects_both_sexes():
+    span = re.compile(span_regex("U", 1, opening=True))
+    for word in ("he", "She", "HIS", "her", "himself", "hers"):
+        assert not span.fullmatch(f"a {word} "), word
+    assert span.fullmatch("they like a shell, a hero and their helmet. ")

@@ -45,3 +45,31 @@ def test_smollm2_writes_checked_descriptions_with_provenance_and_rerun_generates
     again = generate_descriptions(tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=4, max_attempts=3)
     assert again.skipped and again.generated == 0 and again.attempts == 0
     assert pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist() == rows
+
+
+def test_smollm2_describes_real_users_of_the_sample(tmp_path, smollm2):
+    """Real users (profile "real", gender not recorded): SmolLM2 under the grounded program writes descriptions
+    that pass their checks (favourite title, liked genre, no he/she) and name no held-out title."""
+    from suber_data.cli.main import app
+    from suber_data.pipelines.descriptions import description_quality
+    from suber_data.users.real import held_out_mentions, user_titles
+    from tests.descriptions.test_real_users import _env, runner
+
+    with pytest.MonkeyPatch.context() as mp:
+        _env(mp, tmp_path)
+        args = ["build", "movies", "--release", "sample", "--users", "4", "--profile", "real", "--min-history", "5",
+                "--held-out", "3", "--only", "users"]  # fmt: skip
+        assert runner.invoke(app, args).exit_code == 0
+    folder = tmp_path / "data" / "movies" / "sample"
+    result = generate_descriptions(folder, backend_instance=smollm2, max_tokens=64, batch_size=4, max_attempts=3)
+    print(result.summary())
+    assert result.written == 4 and not result.failed, result.summary()
+    users = {u["user_id"]: u for u in pq.read_table(folder / "users.parquet").to_pylist()}
+    titles = user_titles(folder)
+    for row in pq.read_table(folder / "user_descriptions.parquet").to_pylist():
+        user = users[row["user_id"]]
+        print(row["user_id"], row["variant"], row["attempts"], repr(row["description"]))
+        assert row["variant"] == "grounded" and check_row(row["description"], user) == []
+        assert user["favourites"][0].lower() in row["description"].lower()
+        assert not held_out_mentions(row["description"], *titles[row["user_id"]])
+    assert description_quality(folder).passed
