@@ -187,8 +187,11 @@ class _Core:
 
 def _user_pool(ds: Dataset, rater: Rater) -> np.ndarray:
     """The user rows episodes are drawn from: all users, or for a rater that reads descriptions only the
-    described ones (a dataset may lack some descriptions; ``load_dataset`` warns how many)."""
+    described ones (a dataset may lack some descriptions; ``load_dataset`` warns how many). Real users are all
+    offered: their persona states what the release records and what their history shows, described or not."""
     if not getattr(rater, "reads_descriptions", False):
+        return np.arange(ds.n_users)
+    if ds.real is not None and ds.real.all():  # real users: the persona is what the release and history show
         return np.arange(ds.n_users)
     ds.require("descriptions", f"the {rater.name} rater (it puts each user's description in the prompt)")
     if not len(ds.described_users):

@@ -36,6 +36,25 @@ def movies_dir(tmp_path_factory) -> Path:
     return data / "movies" / "sample"
 
 
+@pytest.fixture(scope="session")
+def real_movies_dir(tmp_path_factory) -> Path:
+    """data/movies/sample with a real-user population: `suber-data build movies --release sample --users 12
+    --profile real --min-history 5 --held-out 3 --only users` (offline, in a subprocess)."""
+    if importlib.util.find_spec("suber_data") is None:
+        pytest.skip("suber_data is not installed: the env tests run on folders built by the real builder")
+    data = tmp_path_factory.mktemp("built-real")
+    cmd = "from suber_data.cli.main import app; app()"
+    args = ["build", "movies", "--release", "sample", "--users", "12", "--profile", "real"]
+    args += ["--min-history", "5", "--held-out", "3", "--only", "users", "--data-dir", str(data)]
+    env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "SUBER_DATA_CACHE": str(data / "cache")}
+    env.pop("SUBER_DATA_MIRROR", None)
+    run = subprocess.run(
+        [sys.executable, "-c", cmd, *args], env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return data / "movies" / "sample"
+
+
 @pytest.fixture
 def movies_copy(movies_dir, tmp_path) -> Path:
     """A private copy of the built sample, for tests that change or remove its files."""

@@ -1,0 +1,100 @@
+"""A real-user dataset (`--profile real`, written by the real builder) in the env: the recorded scale is read,
+each episode starts from the user's own history, the held-out part never reaches a Dataset, a memory or a
+prompt, and the proof runs on the dataset's own split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from suber_env import SuberEnv, load_dataset
+from suber_env.core import get_scale, rater_to_source, source_bins, source_to_rater
+from suber_env.evaluation.grounded import RaterSimulator, grounded_proof, held_out
+from suber_env.raters.oracle import OracleRater
+
+
+def _parts(folder):
+    t = pq.read_table(folder / "user_ratings.parquet")
+    pairs = {}
+    for part in ("history", "held_out"):
+        p = t.filter(pc.equal(t["part"], part))
+        pairs[part] = set(zip(p["user_id"].to_pylist(), p["item_id"].to_pylist(), strict=True))
+    return pairs
+
+
+def test_real_dataset_loads_history_but_never_the_held_out_part(real_movies_dir):
+    ds = load_dataset(real_movies_dir)
+    assert ds.real.all() and (ds.sex == 2).all() and (ds.age == -1).all()  # ml-latest's sample: no demographics
+    assert ds.source_scale.name == "half stars 0.5-5"
+    parts = _parts(real_movies_dir)
+    loaded = {(int(ds.user_ids[u]), int(i)) for u in range(ds.n_users) for i in ds.history(u)[0]}
+    assert loaded == parts["history"] and not loaded & parts["held_out"]
+    assert not any("held" in name for name in vars(ds))  # nothing on a Dataset holds the held-out part
+
+
+def test_episode_starts_from_the_users_real_history(real_movies_dir):
+    ds = load_dataset(real_movies_dir)
+    env = SuberEnv(ds, rater="oracle", p_terminate=0.0)
+    held = _parts(real_movies_dir)["held_out"]
+    for seed in range(6):
+        obs, info = env.reset(seed=seed)
+        u = info["user"]
+        items, ratings = ds.history(u)
+        mem = env.core.mem
+        seen = set(mem.seen[0, : mem.n_seen[0]].tolist())
+        assert seen == set(items.tolist())
+        assert not {(int(ds.user_ids[u]), i) for i in seen} & held
+        newest = items[::-1][:10]
+        assert obs["history_items"][: len(newest)].tolist() == newest.tolist()
+        # half stars onto the 0-9 prompt scale's values 1-10: x 2 (the one rule of core.rater_to_source)
+        np.testing.assert_allclose(obs["history_ratings"][: len(newest)], ratings[::-1][:10] * 2)
+        _, _, _, _, out = env.step(int(items[-1]))  # recommending a history item: a second watch
+        assert mem.count[0, items[-1]] == 2
+
+
+def test_the_scale_rule_both_ways():
+    from suber_env.core import SourceScale
+
+    half, whole = SourceScale("half", 0.5, 5, 0.5), SourceScale("whole", 1, 5, 1)
+    ten = get_scale("1-10")
+    assert rater_to_source(np.arange(1, 11), ten, half).tolist() == [0.5 * i for i in range(1, 11)]
+    assert rater_to_source(np.arange(1, 11), ten, whole).tolist() == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert source_bins(ten, whole).sum(0).tolist() == [2, 2, 2, 2, 2]  # no empty source bin
+    np.testing.assert_allclose(source_to_rater(np.array([1, 5]), whole, ten), [1, 10])
+    assert rater_to_source(np.arange(1, 6), get_scale("1-5"), whole).tolist() == [1, 2, 3, 4, 5]
+
+
+def test_llm_prompt_shows_the_real_history(real_movies_dir, smollm2_tokenizer):
+    from suber_env.raters.transformers_rater import TransformersRater
+    from suber_env_testdata import tiny_random_lm
+
+    ds = load_dataset(real_movies_dir)
+    tok = smollm2_tokenizer
+    rater = TransformersRater(ds, tiny_random_lm("llama", len(tok)), tok, scale="0-9", shots=0)
+    env = SuberEnv(ds, rater=rater, p_terminate=0.0)
+    _, info = env.reset(seed=1)
+    u = info["user"]
+    items, ratings = ds.history(u)
+    env.step(0 if items[-1] != 0 else 1)
+    prompt = env.prompt()
+    assert f"User {ds.users['last_name'][u].as_py()} is one of the real people" in prompt
+    assert "records no age, sex or occupation" in prompt
+    latest = ds.titles[int(items[-1])]
+    assert f'"{latest}" ({int(round(ratings[-1] * 2)) - 1})' in prompt  # the latest real rating, on 0-9
+    assert "the rating they gave each one" in prompt and "what they have liked" in prompt  # no invented sex
+
+
+def test_grounded_proof_on_the_dataset_split(real_movies_dir):
+    ds = load_dataset(real_movies_dir)
+    tu, ti, tr = held_out(ds)
+    assert len(tu) == 3 * ds.n_users
+    oracle = OracleRater(ds, scale="0-9")
+    sim = RaterSimulator(ds, oracle)
+    # the same pair asked twice in one call, among other users' pairs: one distribution per row, identical
+    d = sim(np.array([0, 1, 0, 2]), np.array([3, 3, 3, 5]))
+    assert d.shape == (4, 10) and np.allclose(d.sum(1), 1) and np.allclose(d[0], d[2])
+    res = grounded_proof(ds, oracle, "oracle", k=2, boots=50, perms=20)
+    assert set(res["simulators"]) == {"random", "oracle", "oracle_shuffled", "cf"}
+    assert res["protocol"]["source_scale"] == "half stars 0.5-5" and res["protocol"]["users"]["A"] == ds.n_users
