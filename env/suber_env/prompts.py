@@ -185,16 +185,12 @@ def dataset_persona(pb: PromptBuilder, ds, user: int) -> str:
     name, sex, age, description = _persona_parts(ds, user, "the LLM rater")
     if ds.real is not None and ds.real[user]:
         scale_max = ds.source_scale.max if ds.source_scale else pb.scale.max
-        return (
-            pb.t["persona_real"]
-            .format(
-                name=name,
-                facts=real_facts(ds, user),
-                profile=real_profile(ds, user, scale_max),
-                description=description,
-            )
-            .replace(" \n", "\n")
+        # the builder's descriptions of real users continue "NAME is someone who" (variant "grounded")
+        written = f"{name} is someone who {description.strip()}" if description else ""
+        text = pb.t["persona_real"].format(
+            name=name, facts=real_facts(ds, user), profile=real_profile(ds, user, scale_max), description=written
         )
+        return text.replace(" \n", "\n")
     return pb.persona(name, sex, age, description)
 
 

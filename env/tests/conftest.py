@@ -39,13 +39,13 @@ def movies_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def real_movies_dir(tmp_path_factory) -> Path:
     """data/movies/sample with a real-user population: `suber-data build movies --release sample --users 12
-    --profile real --min-history 5 --held-out 3 --only users` (offline, in a subprocess)."""
+    --profile real --min-history 5 --held-out 3 --llm template` (offline, in a subprocess)."""
     if importlib.util.find_spec("suber_data") is None:
         pytest.skip("suber_data is not installed: the env tests run on folders built by the real builder")
     data = tmp_path_factory.mktemp("built-real")
     cmd = "from suber_data.cli.main import app; app()"
     args = ["build", "movies", "--release", "sample", "--users", "12", "--profile", "real"]
-    args += ["--min-history", "5", "--held-out", "3", "--only", "users", "--data-dir", str(data)]
+    args += ["--min-history", "5", "--held-out", "3", "--llm", "template", "--data-dir", str(data)]
     env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "SUBER_DATA_CACHE": str(data / "cache")}
     env.pop("SUBER_DATA_MIRROR", None)
     run = subprocess.run(

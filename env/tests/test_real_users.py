@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pytest
-
 from suber_env import SuberEnv, load_dataset
 from suber_env.core import get_scale, rater_to_source, source_bins, source_to_rater
 from suber_env.evaluation.grounded import RaterSimulator, grounded_proof, held_out
@@ -81,6 +79,7 @@ def test_llm_prompt_shows_the_real_history(real_movies_dir, smollm2_tokenizer):
     prompt = env.prompt()
     assert f"User {ds.users['last_name'][u].as_py()} is one of the real people" in prompt
     assert "records no age, sex or occupation" in prompt
+    assert f"User {ds.users['last_name'][u].as_py()} is someone who {ds.descriptions[u]}" in prompt
     latest = ds.titles[int(items[-1])]
     assert f'"{latest}" ({int(round(ratings[-1] * 2)) - 1})' in prompt  # the latest real rating, on 0-9
     assert "the rating they gave each one" in prompt and "what they have liked" in prompt  # no invented sex

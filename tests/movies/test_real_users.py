@@ -67,9 +67,7 @@ def _ml100k_zip(path: Path, rng: np.random.Generator) -> None:
 
 
 def _ml1m_zip(path: Path, rng: np.random.Generator) -> None:
-    movies = "".join(
-        f"{m}::Pel\xedcula {m} (199{m % 10})::{GENRES[1 + (m - 1) % 3]}\n" for m in range(1, N_MOVIES + 1)
-    )
+    movies = "".join(f"{m}::Pel\xedcula {m} (199{m % 10})::{GENRES[1 + (m - 1) % 3]}\n" for m in range(1, N_MOVIES + 1))
     users = "".join(f"{u}::{'F' if u % 2 else 'M'}::{[1, 25, 56][u % 3]}::{u % 21}::{10001 + u}\n"
                     for u in range(1, N_USERS + 1))  # fmt: skip
     ratings = "".join(f"{u}::{m}::{s}::{t}\n" for u, m, s, t in _planted_ratings(rng))
