@@ -97,9 +97,14 @@ def sample_users(counts: np.ndarray, settings: RealSettings, rng: np.random.Gene
     need = settings.min_history + settings.held_out
     eligible = np.flatnonzero(counts >= need)
     if len(eligible) == 0:
+        most = int(counts.max()) if len(counts) else 0
+        fix = (
+            "lower them" if most >= 2 else "each real user needs a history and a held-out part: choose a release "
+            "(or a books profile) whose users rate more than once"
+        )
         raise InputError(
-            f"no user has {need} ratings (--min-history {settings.min_history} + --held-out {settings.held_out}); "
-            f"the most any user has is {int(counts.max()) if len(counts) else 0}: lower them"
+            f"ratings.parquet: no user has {need} ratings (--min-history {settings.min_history} + --held-out "
+            f"{settings.held_out}); the most any user has is {most}: {fix}"
         )
     if settings.count >= len(eligible):
         return eligible
