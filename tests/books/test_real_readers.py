@@ -54,8 +54,24 @@ def books_env(tmp_path, monkeypatch):
 def test_real_readers_through_the_kaggle_layout(books_env, monkeypatch):
     _kaggle_csvs(books_env / "mirror")
     monkeypatch.setenv("SUBER_DATA_MIRROR", str(books_env / "mirror"))
-    args = ["build", "books", "--release", "kaggle-amazon-books", "--profile", "real", "--users", "5",
-            "--min-history", "4", "--held-out", "2", "--llm", "template", "--data-dir", str(books_env / "data")]
+    args = [
+        "build",
+        "books",
+        "--release",
+        "kaggle-amazon-books",
+        "--profile",
+        "real",
+        "--users",
+        "5",
+        "--min-history",
+        "4",
+        "--held-out",
+        "2",
+        "--llm",
+        "template",
+        "--data-dir",
+        str(books_env / "data"),
+    ]
     result = CliRunner().invoke(app, args, catch_exceptions=False)  # fmt: skip
     assert result.exit_code == 0, result.output
     ds = books_env / "data" / "books" / "kaggle-amazon-books"
@@ -80,8 +96,24 @@ def test_the_real_kaggle_rows_hold_no_repeat_reader(books_env, monkeypatch):
     (mirror / "books_data.csv").write_bytes((SHARED / "books_data_head.csv").read_bytes())
     (mirror / "Books_rating.csv").write_bytes((SHARED / "Books_rating_head.csv").read_bytes())
     monkeypatch.setenv("SUBER_DATA_MIRROR", str(mirror))
-    args = ["build", "books", "--release", "kaggle-amazon-books", "--profile", "real", "--users", "5",
-            "--min-history", "1", "--held-out", "1", "--only", "users", "--data-dir", str(books_env / "data")]
+    args = [
+        "build",
+        "books",
+        "--release",
+        "kaggle-amazon-books",
+        "--profile",
+        "real",
+        "--users",
+        "5",
+        "--min-history",
+        "1",
+        "--held-out",
+        "1",
+        "--only",
+        "users",
+        "--data-dir",
+        str(books_env / "data"),
+    ]
     result = CliRunner().invoke(app, args)  # fmt: skip
     assert result.exit_code == 1
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
