@@ -11,12 +11,9 @@ import numpy as np
 from ..core import DOMAIN_SCALES, get_scale
 
 
-def _ragged(history, n_users: int, what: str) -> list[np.ndarray]:
+def _ragged(history, n_users: int, what: str, dtype) -> list[np.ndarray]:
     """One 1-D array per user from a list of sequences or a 2-D array (items padded with -1)."""
-    if isinstance(history, np.ndarray) and history.ndim == 2:
-        rows = [np.asarray(r) for r in history]
-    else:
-        rows = [np.asarray(r).reshape(-1) for r in history]
+    rows = [np.asarray(r, dtype).reshape(-1) for r in history]
     if len(rows) != n_users:
         raise ValueError(f"{what} has {len(rows)} rows for {n_users} users")
     return rows
@@ -98,14 +95,16 @@ def policy_scores(
     users = np.asarray(users, np.int64).reshape(-1)
     if len(users) and (users.min() < 0 or users.max() >= ds.n_users):
         raise ValueError(f"users must be rows 0..{ds.n_users - 1} of the dataset")
-    items = _ragged(history_items, len(users), "history_items")
-    ratings = _ragged(history_ratings, len(users), "history_ratings")
+    items = _ragged(history_items, len(users), "history_items", np.int64)
+    ratings = _ragged(history_ratings, len(users), "history_ratings", np.float64)
     scale = get_scale(DOMAIN_SCALES.get(ds.domain, "0-9"))
     lo, hi = getattr(model.policy, "rating_range", (scale.min, scale.max))
     if rating_range is not None:
         a, b = rating_range
         ratings = [lo + (np.asarray(r, np.float64) - a) * (hi - lo) / (b - a) for r in ratings]
-    for it in items:
+    for it, r in zip(items, ratings, strict=True):
+        if len(it) != len(r):
+            raise ValueError("history_items and history_ratings differ in length for a user")
         if len(it) and (it.max() >= ds.n_items or it.min() < -1):
             raise ValueError(f"history item rows must lie in 0..{ds.n_items - 1} (or -1 for padding)")
     policy = model.policy

@@ -124,7 +124,9 @@ def _policy(dataset, cfg: TrainConfig, rating_range=(1.0, 10.0)):
 
 
 def _fit_rollout(hp: dict, cfg: TrainConfig) -> dict:
-    """Lower ``n_steps`` (and PPO's ``batch_size``) so that one rollout fits the step budget."""
+    """Lower ``n_steps`` (and PPO's ``batch_size``) when one rollout would exceed the step budget: the run is
+    then one rollout of ``ceil(steps / num_envs)`` steps per env. Otherwise the run ends after the rollout that
+    reaches the budget (at most one rollout more; ``model.num_timesteps`` says how many)."""
     from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
     cls = _algo(cfg.algo)
@@ -133,7 +135,7 @@ def _fit_rollout(hp: dict, cfg: TrainConfig) -> dict:
     import inspect
 
     n_steps = hp.get("n_steps", inspect.signature(cls.__init__).parameters["n_steps"].default)
-    fit = max(cfg.steps // cfg.num_envs, 1)
+    fit = max(-(-cfg.steps // cfg.num_envs), 1)
     if n_steps <= fit:
         return hp
     hp = {**hp, "n_steps": fit}
@@ -144,8 +146,8 @@ def _fit_rollout(hp: dict, cfg: TrainConfig) -> dict:
 
 
 class _Progress(BaseCallback):
-    """Reports steps done, the mean return and reward per step of the last episodes and the time, about ``every`` steps apart
-    (a tenth of the run by default); ``report`` takes the line."""
+    """Reports steps done, the mean return and reward per step of the last episodes and the time, about
+    ``every`` steps apart (a tenth of the run by default); ``report`` takes the line."""
 
     def __init__(self, total: int, report, every: int | None = None):
         super().__init__()
