@@ -94,6 +94,7 @@ def test_suber_observation_commands_report_true_steps(sample, tmp_path):
     on both; the step count printed is the one run (whole rollouts of 16 envs: 500 asked, 512 run, not 1,024 or
     PPO's default 32,768) and progress lines appear while it trains."""
     from suber_env.cli import app
+    from suber_env.training import TrainConfig, load_model, train
     from typer.testing import CliRunner
 
     runner = CliRunner()
@@ -109,6 +110,12 @@ def test_suber_observation_commands_report_true_steps(sample, tmp_path):
     assert r.exit_code == 0, r.output
     # SB3's A2C defaults here (n_steps 5): rollouts of 80 steps, so 256 asked runs 320
     assert "a2c seed 0: 320 steps (asked 256" in r.output and (runs / "a2c" / "seed0" / "vecnormalize.pkl").exists()
+    ckpt = tmp_path / "ck"  # a checkpoint of such a model carries its own statistics, and resumes with them
+    cfg = TrainConfig(algo="a2c", steps=160, seed=0, obs="suber", policy="mlp", num_envs=8, checkpoint_every=80)
+    train(sample, cfg, ckpt)
+    first = ckpt / "a2c" / "seed0" / "checkpoints" / "a2c_80_steps.zip"
+    assert load_model(first)[1] is not None
+    assert train(sample, cfg, ckpt / "r", resume=first).num_timesteps == 80 + 160
     r = runner.invoke(app, ["eval-policy", str(sample.path), "--runs", str(runs), "--seeds", "1", "--out", str(report)])
     assert r.exit_code == 0, r.output
     text = (report / "report.md").read_text()

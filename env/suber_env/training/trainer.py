@@ -198,8 +198,9 @@ def train(dataset, cfg: TrainConfig, out: str | Path, resume: str | Path | None 
     venv = make_venv(dataset, cfg)
     cls = _algo(cfg.algo)
     if resume is not None:
-        if isinstance(venv, VecNormalize) and (Path(resume).parent.parent / "vecnormalize.pkl").exists():
-            venv = VecNormalize.load(str(Path(resume).parent.parent / "vecnormalize.pkl"), venv.venv)
+        norm = _norm_path(resume)
+        if isinstance(venv, VecNormalize) and norm is not None:
+            venv = VecNormalize.load(str(norm), venv.venv)
         model = cls.load(str(resume), env=venv, device="cpu")
     else:
         base = (TASTE_HPARAMS if cfg.obs == "taste" else SUBER_HPARAMS)[cfg.algo]
@@ -211,7 +212,7 @@ def train(dataset, cfg: TrainConfig, out: str | Path, resume: str | Path | None 
         model = cls(policy, venv, seed=cfg.seed, device="cpu", policy_kwargs=kwargs, **hp)
     model.set_logger(_logger(run_dir))
     every = max(cfg.checkpoint_every // cfg.num_envs, 1)
-    callbacks = [CheckpointCallback(every, str(run_dir / "checkpoints"), name_prefix=cfg.algo)]
+    callbacks = [CheckpointCallback(every, str(run_dir / "checkpoints"), name_prefix=cfg.algo, save_vecnormalize=True)]
     if progress is not None:
         callbacks.append(_Progress(cfg.steps, progress))
     model.learn(
@@ -255,10 +256,22 @@ def model_policy(model, ds, name: str, obs_norm=None):
     return ModelPolicy(model, lambda obs, users, seen: taste_features(ds, users, seen), name)
 
 
+def _norm_path(model_path: str | Path) -> Path | None:
+    """The VecNormalize statistics saved with a model: ``vecnormalize.pkl`` beside ``final.zip``, or the
+    checkpoint's ``<algo>_vecnormalize_<steps>_steps.pkl``; None when there are none."""
+    path = Path(model_path)
+    if path.parent.name == "checkpoints":
+        algo, _, rest = path.stem.partition("_")
+        cand = path.parent / f"{algo}_vecnormalize_{rest}.pkl"
+    else:
+        cand = path.parent / "vecnormalize.pkl"
+    return cand if cand.exists() else None
+
+
 def load_model(path: str | Path, algo: str | None = None):
     """``(model, obs_norm)`` from a saved ``.zip`` (``final.zip`` or a checkpoint); the algorithm is read from
-    the run folder (``<algo>/seed<k>/``) unless given; ``obs_norm`` is the ``vecnormalize.pkl`` saved beside
-    the model (``--obs suber --policy mlp``), or None."""
+    the run folder (``<algo>/seed<k>/``) unless given; ``obs_norm`` is the VecNormalize saved with
+    the model (``--obs suber --policy mlp``; see :func:`_norm_path`), or None."""
     import pickle
 
     path = Path(path)
@@ -267,8 +280,8 @@ def load_model(path: str | Path, algo: str | None = None):
     if name not in ALGOS:
         raise ValueError(f"{path}: cannot tell the algorithm from the folder {run_dir}; pass algo= one of {ALGOS}")
     model = _algo(name).load(str(path), device="cpu")
-    norm = None
-    if (run_dir / "vecnormalize.pkl").exists():
-        with open(run_dir / "vecnormalize.pkl", "rb") as f:
+    norm, norm_file = None, _norm_path(path)
+    if norm_file is not None:
+        with open(norm_file, "rb") as f:
             norm = pickle.load(f)  # VecNormalize without its env: normalize_obs works on its own
     return model, norm
