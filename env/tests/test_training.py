@@ -87,3 +87,58 @@ def test_train_then_eval_policy_commands(sample, tmp_path):
     text = (report / "report.md").read_text()
     assert "| a2c (seed0) |" in text and "| content-based |" in text
     assert (report / "learning_curves.png").stat().st_size > 0 and (report / "genre_mix.png").stat().st_size > 0
+
+
+def test_suber_observation_commands_report_true_steps(sample, tmp_path):
+    """``train --obs suber`` (the item-scoring policy and SUBER's MLP behind VecNormalize) then ``eval-policy``
+    on both; the step count printed is the one run (whole rollouts of 16 envs: 500 asked, 512 run, not 1,024 or
+    PPO's default 32,768) and progress lines appear while it trains."""
+    from suber_env.cli import app
+    from suber_env.training import TrainConfig, load_model, train
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    runs, report = tmp_path / "runs", tmp_path / "report"
+    r = runner.invoke(
+        app, ["train", str(sample.path), "--algo", "ppo", "--obs", "suber", "--steps", "500"] + ["--out", str(runs)]
+    )
+    assert r.exit_code == 0, r.output
+    assert "ppo seed 0: 512 steps (asked 500" in r.output, r.output
+    assert "/500 steps, episode return" in r.output, r.output  # progress while training
+    args = ["train", str(sample.path), "--algo", "a2c", "--obs", "suber", "--policy", "mlp", "--steps", "256"]
+    r = runner.invoke(app, args + ["--out", str(runs)])
+    assert r.exit_code == 0, r.output
+    # SB3's A2C defaults here (n_steps 5): rollouts of 80 steps, so 256 asked runs 320
+    assert "a2c seed 0: 320 steps (asked 256" in r.output and (runs / "a2c" / "seed0" / "vecnormalize.pkl").exists()
+    ckpt = tmp_path / "ck"  # a checkpoint of such a model carries its own statistics, and resumes with them
+    cfg = TrainConfig(algo="a2c", steps=160, seed=0, obs="suber", policy="mlp", num_envs=8, checkpoint_every=80)
+    train(sample, cfg, ckpt)
+    first = ckpt / "a2c" / "seed0" / "checkpoints" / "a2c_80_steps.zip"
+    assert load_model(first)[1] is not None
+    assert train(sample, cfg, ckpt / "r", resume=first).num_timesteps == 80 + 160
+    r = runner.invoke(app, ["eval-policy", str(sample.path), "--runs", str(runs), "--seeds", "1", "--out", str(report)])
+    assert r.exit_code == 0, r.output
+    text = (report / "report.md").read_text()
+    assert "| ppo (seed0) |" in text and "| a2c (seed0) |" in text
+
+
+def test_policy_scores_for_both_observations(sample, tmp_path):
+    """``policy_scores`` gives every item a score per user from a saved model of either observation; with the
+    taste observation the history marks the items seen, and ``exclude_history`` removes them."""
+    from suber_env.training import TrainConfig, policy_scores, train
+
+    users = np.array([0, 3, 5])
+    items = [[1, 2], [4], []]
+    ratings = [[9.0, 2.0], [7.0], []]
+    for obs in ("taste", "suber"):
+        train(sample, TrainConfig(algo="a2c", steps=128, seed=0, obs=obs, num_envs=8), tmp_path / obs)
+        final = tmp_path / obs / "a2c" / "seed0" / "final.zip"
+        s = policy_scores(final, sample, users, items, ratings)
+        assert s.shape == (3, sample.n_items) and np.isfinite(s).all()
+        x = policy_scores(final, sample, users, items, ratings, exclude_history=True)
+        assert np.isneginf(x[0, [1, 2]]).all() and np.isneginf(x[1, 4]) and np.isfinite(x[2]).all()
+        # MovieLens stars mapped onto the 1-10 scale give the same scores as the 1-10 ratings they map to
+        stars = [[4.5, 1.0], [3.5], []]
+        m = policy_scores(final, sample, users, items, stars, rating_range=(0.5, 5.0))
+        mapped = [[1 + (r - 0.5) * 9 / 4.5 for r in row] for row in stars]
+        np.testing.assert_allclose(m, policy_scores(final, sample, users, items, mapped), rtol=1e-6)

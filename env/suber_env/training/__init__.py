@@ -1,5 +1,6 @@
 """Training and evaluating recommenders on the environment (extra ``rl``): algorithms and observation modes
-(trainer.py, observation.py), baselines (policies.py), the evaluation runner (evaluate.py), the report (report.py)
+(trainer.py, observation.py, item_policy.py), baselines (policies.py), trained policies as recommenders
+(scoring.py), the evaluation runner (evaluate.py), the report (report.py)
 and the ``train`` / ``eval-policy`` commands (cli.py). Names below load lazily so the CLI starts without SB3."""
 
 from importlib import import_module
@@ -10,6 +11,8 @@ _EXPORTS = {
     "make_venv": "trainer",
     "model_policy": "trainer",
     "train": "trainer",
+    "load_model": "trainer",
+    "policy_scores": "scoring",
     "BASELINES": "policies",
     "compare": "evaluate",
     "evaluate_policy": "evaluate",

@@ -17,8 +17,14 @@ def train_cmd(
     seeds: int = typer.Option(1, help="Runs per algorithm, seeds 0..K-1."),
     num_envs: int = typer.Option(16, help="SuberVectorEnv slots (one rater call per step for all)."),
     rater: str = typer.Option("oracle", help="Rater name (oracle, transformers, openai)."),
-    obs: str = typer.Option("taste", help="taste (user's genres + seen mask) or suber (SUBER's observation)."),
-    policy: str = typer.Option("items", help="With --obs taste: items (scores items by their features) or mlp."),
+    obs: str = typer.Option(
+        "taste",
+        help="taste (the user's liked/disliked genres, which the oracle rates by, + seen mask) or suber "
+        "(SUBER's observation: user id, age, sex and the ratings given so far in the episode).",
+    ),
+    policy: str = typer.Option(
+        "items", help="items (scores items by their features; with suber, from the rated items) or mlp."
+    ),
     out: Path = typer.Option(Path("runs"), help="Checkpoints, progress.csv and TensorBoard logs go here."),
     resume: Path | None = typer.Option(None, help="Continue from this checkpoint .zip (one algo, one seed)."),
 ) -> None:
@@ -34,8 +40,11 @@ def train_cmd(
         for s in range(seeds):
             t = time.perf_counter()
             cfg = TrainConfig(algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, obs=obs, policy=policy)
-            train(ds, cfg, out, resume=resume)
-            typer.echo(f"{a} seed {s}: {steps} steps in {time.perf_counter() - t:.1f}s -> {out / a / f'seed{s}'}")
+            typer.echo(f"{a} seed {s}: training for {steps} steps ({num_envs} envs, --obs {obs})")
+            model = train(ds, cfg, out, resume=resume, progress=typer.echo)
+            ran = model.num_timesteps - (0 if resume is None else model._num_timesteps_at_start)
+            note = "" if ran == steps else f" (asked {steps}; whole rollouts of {num_envs} envs)"
+            typer.echo(f"{a} seed {s}: {ran} steps{note} in {time.perf_counter() - t:.1f}s -> {out / a / f'seed{s}'}")
 
 
 def eval_policy_cmd(
@@ -51,14 +60,15 @@ def eval_policy_cmd(
     from .evaluate import compare, markdown_table
     from .policies import BASELINES
     from .report import write_report
-    from .trainer import _algo, model_policy
+    from .trainer import load_model, model_policy
 
     ds = load_dataset(dataset)
     policies = {n: (lambda s, c=c: c(ds, s)) for n, c in BASELINES.items()}
     for final in sorted(runs.glob("*/seed*/final.zip")) if runs else []:
         algo, seed = final.parent.parent.name, final.parent.name
-        model = _algo(algo).load(str(final), device="cpu")
-        policies[f"{algo} ({seed})"] = lambda s, m=model, n=algo: model_policy(m, ds, n)
+        model, norm = load_model(final, algo)
+        model_policy(model, ds, f"{algo} ({seed})", norm)  # refuse a model of another dataset before evaluating
+        policies[f"{algo} ({seed})"] = lambda s, m=model, n=algo, z=norm: model_policy(m, ds, n, z)
     results, mix = compare(ds, policies, list(range(seeds)), steps=steps, rater=rater)
     note = f"Dataset {dataset}, rater {rater} ({'oracle, not an LLM' if rater == 'oracle' else 'LLM'}), "
     note += f"{ds.n_users} users x {steps} steps, seeds 0..{seeds - 1}, mean ± 95% CI over seeds."

@@ -16,7 +16,8 @@ from .policies import item_popularity
 
 def evaluate_policy(ds, policy, steps: int = 10, seed: int = 0, rater="oracle", rater_kwargs=None, **env_options):
     """Items and ratings of ``policy`` for every user over ``steps`` steps (the rater's stored ratings)."""
-    opts = {"item_vector": False, **env_options, "eval_mode": True, "eval_steps": steps}
+    # the dense rating vector only for a policy that reads it (SUBER's observation): it costs n_items per user
+    opts = {"item_vector": getattr(policy, "item_vector", False), **env_options, "eval_mode": True, "eval_steps": steps}
     venv = SuberVectorEnv(ds.n_users, ds, rater=rater, rater_kwargs=rater_kwargs, **opts)
     obs, info = venv.reset(seed=seed)
     users = np.asarray(info["user"])

@@ -11,6 +11,13 @@ similar features.
 The taste observation's seen mask is applied to the logits (an item is never recommended twice in an episode,
 as at evaluation); with MaskablePPO the environment's ``action_masks()`` does that instead. Works with SB3's
 A2C and PPO (``ItemScoringPolicy``) and sb3-contrib's MaskablePPO (``MaskableItemScoringPolicy``).
+
+With SUBER's observation (``--obs suber``, ``obs_mode="suber"``) the user state comes from the history instead
+(:class:`SuberHistoryFeatures`): the items the user rated this episode, each item's features weighted by its
+rating centred on the middle of the scale and pooled (a liked comedy pushes the comedy direction up, a disliked
+horror film pushes horror down), beside the plain mean of the rated items' features, a per-feature average
+centred rating, the number of rated items, age and sex. The same item scorer turns that state into item logits,
+and items already rated (``item_ratings > 0``, as SUBER's policy masks them) are masked.
 """
 
 from __future__ import annotations
@@ -59,6 +66,64 @@ class TasteUserFeatures(BaseFeaturesExtractor):
         return torch.cat([obs[:, : self.n_user], mean_seen], dim=1)
 
 
+class SuberHistoryFeatures(BaseFeaturesExtractor):
+    """The user state from SUBER's Dict observation, fixed-size whatever the catalogue and the history length.
+
+    The rated items come from ``item_ratings`` (SUBER's dense rating vector: the last rating of every item rated
+    this episode, 0 if none) or, when the env leaves it out, from ``history_items``/``history_ratings``. With
+    ``F`` item features ``f_j`` and ratings centred and scaled to [-1, 1] (``w_j = (r_j - mid) / half``):
+    ``[sum w_j f_j / n, sum f_j / n, sum w_j f_j / (sum f_j + 1), log1p(n) / log1p(n_items), age / 100, sex]``.
+    Raw ids (the user id, item ids as numbers) are not inputs: as numbers they mean nothing, and a policy that
+    memorised users by id could not score a user it never trained on.
+    """
+
+    def __init__(self, observation_space: spaces.Dict, item_features: np.ndarray, rating_range=(1.0, 10.0)):
+        feats = torch.as_tensor(np.asarray(item_features, np.float32))
+        super().__init__(observation_space, features_dim=3 * feats.shape[1] + 3)
+        self.register_buffer("items", feats, persistent=False)  # rebuilt from policy_kwargs on load
+        lo, hi = float(rating_range[0]), float(rating_range[1])
+        self.mid, self.half = (lo + hi) / 2.0, max((hi - lo) / 2.0, 1e-6)
+        self.log_n = float(np.log1p(feats.shape[0]))
+
+    def rated(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(w, mask)``, each ``(batch, n_items)``: centred ratings of the rated items (0 elsewhere) and the
+        rated-items mask."""
+        if "item_ratings" in obs:
+            r = obs["item_ratings"].float()
+            seen = r > 0
+        else:
+            idx = obs["history_items"].long()
+            valid = idx >= 0
+            b = torch.arange(idx.shape[0], device=idx.device)[:, None].expand_as(idx)
+            r = torch.zeros(idx.shape[0], self.items.shape[0], device=idx.device)
+            # oldest first, so that the most recent rating of an item repeated in the history wins
+            order = torch.arange(idx.shape[1] - 1, -1, -1, device=idx.device)
+            vb, vi, vr = b[:, order], idx[:, order], obs["history_ratings"].float()[:, order]
+            keep = valid[:, order]
+            r[vb[keep], vi[keep]] = vr[keep]
+            seen = r > 0
+        w = torch.where(seen, (r - self.mid) / self.half, torch.zeros_like(r))
+        return w, seen
+
+    def forward(self, obs: dict) -> torch.Tensor:
+        w, seen = self.rated(obs)
+        m = seen.float()
+        n = m.sum(dim=1, keepdim=True)
+        wf, mf = w @ self.items, m @ self.items
+        uf = obs["user_features"].float()
+        return torch.cat(
+            [
+                wf / n.clamp(min=1.0),
+                mf / n.clamp(min=1.0),
+                wf / (mf + 1.0),
+                torch.log1p(n) / self.log_n,
+                uf[:, :1] / 100.0,
+                uf[:, 1:2],
+            ],
+            dim=1,
+        )
+
+
 class ItemScorer(nn.Module):
     """The action net: logits ``(batch, n_items) = (W latent) · e(f_j)`` with ``e`` an MLP over item features."""
 
@@ -90,14 +155,25 @@ class _ItemScoringMixin:
         item_features: np.ndarray,
         item_dim: int = 32,
         mask_seen: bool = True,
+        obs_mode: str = "taste",
+        rating_range: tuple[float, float] = (1.0, 10.0),
         **kwargs,
     ):
         self.n_genres, self.item_dim, self.mask_seen = n_genres, item_dim, mask_seen
+        self.obs_mode, self.rating_range = obs_mode, tuple(rating_range)
         self.item_features = np.asarray(item_features, np.float32)
         if self.item_features.shape[0] != action_space.n:
             raise ValueError(f"item_features has {self.item_features.shape[0]} rows for {action_space.n} actions")
-        kwargs.setdefault("features_extractor_class", TasteUserFeatures)
-        kwargs.setdefault("features_extractor_kwargs", {"n_genres": n_genres, "item_features": self.item_features})
+        if obs_mode == "taste":
+            kwargs.setdefault("features_extractor_class", TasteUserFeatures)
+            kwargs.setdefault("features_extractor_kwargs", {"n_genres": n_genres, "item_features": self.item_features})
+        elif obs_mode == "suber":
+            kwargs.setdefault("features_extractor_class", SuberHistoryFeatures)
+            kwargs.setdefault(
+                "features_extractor_kwargs", {"item_features": self.item_features, "rating_range": self.rating_range}
+            )
+        else:
+            raise ValueError(f"obs_mode={obs_mode!r} is not one of ('taste', 'suber')")
         self._seen: torch.Tensor | None = None
         super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
 
@@ -110,14 +186,29 @@ class _ItemScoringMixin:
     def _get_constructor_parameters(self) -> dict:
         data = super()._get_constructor_parameters()
         data.update(
-            n_genres=self.n_genres, item_features=self.item_features, item_dim=self.item_dim, mask_seen=self.mask_seen
+            n_genres=self.n_genres,
+            item_features=self.item_features,
+            item_dim=self.item_dim,
+            mask_seen=self.mask_seen,
+            obs_mode=self.obs_mode,
+            rating_range=self.rating_range,
         )
         return data
 
     def extract_features(self, obs, features_extractor=None):
         # every distribution SB3 builds starts from this call on the same observation: keep its seen mask
-        self._seen = obs[:, 2 * self.n_genres :] > 0.5 if self.mask_seen else None
+        if not self.mask_seen:
+            self._seen = None
+        elif self.obs_mode == "suber":
+            self._seen = self.features_extractor.rated(obs)[1]
+        else:
+            self._seen = obs[:, 2 * self.n_genres :] > 0.5
         return super().extract_features(obs, features_extractor)
+
+    def item_logits(self, obs) -> torch.Tensor:
+        """``(batch, n_items)`` logits before the seen mask (what :func:`~.scoring.policy_scores` returns)."""
+        latent = self.mlp_extractor.forward_actor(super().extract_features(obs, self.pi_features_extractor))
+        return self.action_net(latent)
 
     def _get_action_dist_from_latent(self, latent_pi: torch.Tensor):
         logits = self.action_net(latent_pi)

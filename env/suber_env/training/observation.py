@@ -1,9 +1,10 @@
 """The "taste" observation: what a recommender needs to learn quickly in a large flat action space.
 
-SUBER's observation (user id, age/sex, the last ratings, an n_items rating vector) does not say what the user
-likes: the policy must infer tastes from ids, which a short run cannot do. The taste observation is the
-user's liked and disliked genres (multi-hot) and the items already recommended this episode (seen mask), as one
-flat Box; the wrapper also offers ``action_masks()`` (unseen items) for sb3-contrib's MaskablePPO.
+SUBER's observation (user id, age/sex, the last ratings, an n_items rating vector) says what the user likes only
+through the ratings given so far in the episode (see item_policy.SuberHistoryFeatures). The taste observation is
+the user's liked and disliked genres (multi-hot) and the items already recommended this episode (seen mask), as
+one flat Box: with the oracle rater these genres are privileged, the very inputs it rates by. The wrapper also
+offers ``action_masks()`` (unseen items) for sb3-contrib's MaskablePPO.
 """
 
 from __future__ import annotations

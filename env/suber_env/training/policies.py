@@ -74,10 +74,12 @@ class ContentBased:
 
 
 class ModelPolicy:
-    """A trained SB3 model: the item of highest probability under its policy among the unseen ones."""
+    """A trained SB3 model: the item of highest probability under its policy among the unseen ones.
+    ``item_vector``: the model reads the env's dense ``item_ratings`` (SUBER's observation), so the evaluation
+    env must put it in the observation."""
 
-    def __init__(self, model, to_obs, name: str):
-        self.model, self.to_obs, self.name = model, to_obs, name
+    def __init__(self, model, to_obs, name: str, item_vector: bool = False):
+        self.model, self.to_obs, self.name, self.item_vector = model, to_obs, name, item_vector
 
     def choose(self, obs, users, seen):
         import torch
