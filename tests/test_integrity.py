@@ -1,0 +1,53 @@
+"""Nothing silently wrong (issue 25): a full disk, two builds at once, a damaged table. Each case ends either with
+the tables a clean build makes or with one error naming the file and the fix, never with a folder that is
+wrong while every command says it is fine."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from suber_data.artifacts import CATALOG, read_manifest, write_parquet
+from suber_data.artifacts.catalog import build_dataset_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _limited(code: str, max_file_bytes: int) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh Python whose files cannot grow past ``max_file_bytes`` (RLIMIT_FSIZE): a write
+    beyond it fails as a write to a full disk does, at a byte of the test's choosing."""
+    prelude = f"""
+        import resource, signal, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG from write() instead of a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, ({max_file_bytes}, {max_file_bytes}))
+    """
+    script = textwrap.dedent(prelude) + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+
+
+def _tables(catalog: Path) -> dict[str, int]:
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        names = [n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        return {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+
+
+def test_a_full_disk_never_leaves_an_empty_catalog_recorded_as_built(tmp_path):
+    # small tables: DuckDB keeps them in its write-ahead log until the checkpoint, which needs a 256 KiB block
+    write_parquet(pa.table({"x": list(range(50))}), tmp_path / "items.parquet")
+    code = f"""
+        from suber_data.artifacts.catalog import build_dataset_catalog
+        print(build_dataset_catalog({str(tmp_path)!r}).message)
+    """
+    full = _limited(code, 100_000)
+    assert full.returncode != 0, full.stdout  # the step fails: the disk is full
+    assert "catalog" not in read_manifest(tmp_path).get("steps", {})  # and records nothing
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith((".wal", ".tmp"))]  # nor leaves parts
+
+    again = build_dataset_catalog(tmp_path)  # the disk has room again
+    assert not again.skipped
+    assert _tables(tmp_path / CATALOG) == {"items": 50}
+    assert build_dataset_catalog(tmp_path).skipped
