@@ -2,6 +2,7 @@
 the tables a clean build makes or with one error naming the file and the fix, never with a folder that is
 wrong while every command says it is fine."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pytest
 
-from suber_data.artifacts import CATALOG, read_manifest, write_parquet
+from suber_data.artifacts import CATALOG, StepRecord, read_manifest, run_step, write_parquet
 from suber_data.artifacts.catalog import build_dataset_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,3 +53,46 @@ def test_a_full_disk_never_leaves_an_empty_catalog_recorded_as_built(tmp_path):
     assert not again.skipped
     assert _tables(tmp_path / CATALOG) == {"items": 50}
     assert build_dataset_catalog(tmp_path).skipped
+
+
+def _writer(dataset: Path, rows: int):
+    def build() -> StepRecord:
+        write_parquet(pa.table({"x": list(range(rows))}), dataset / "x.parquet")
+        return StepRecord(counts={"rows": rows}, tables=["x.parquet"])
+
+    return build
+
+
+def test_a_second_build_on_the_folder_fails_at_once_naming_the_first(tmp_path):
+    from suber_data.artifacts.lock import FolderBusy, hold_dataset
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                import sys, time
+                sys.path.insert(0, {str(ROOT)!r})
+                from suber_data.artifacts.lock import hold_dataset
+                with hold_dataset({str(tmp_path)!r}):
+                    print("held", flush=True)
+                    time.sleep(60)
+            """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(FolderBusy) as caught, hold_dataset(tmp_path):
+            pass
+        assert f"process {holder.pid}" in str(caught.value) and str(tmp_path) in str(caught.value)
+        with pytest.raises(FolderBusy):  # a step of another run is kept out as well
+            run_step(tmp_path, "x", "fp", _writer(tmp_path, 3))
+    finally:
+        holder.kill()
+        holder.wait()
+    # released by the kernel when its holder died (kill -9), and re-entrant in the process that holds it
+    with hold_dataset(tmp_path), hold_dataset(tmp_path):
+        assert not run_step(tmp_path, "x", "fp", _writer(tmp_path, 3)).skipped
+    assert os.path.exists(tmp_path / "x.parquet")

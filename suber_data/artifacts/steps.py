@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from suber_data import settings
+from suber_data.artifacts.lock import hold_dataset
 from suber_data.artifacts.manifest import read_manifest, record_step, step_is_current
 
 
@@ -74,6 +75,11 @@ def run_step(
 ) -> StepResult:
     """Run ``build`` unless ``step`` is current (same fingerprint, tables intact, ``also_needs`` files present)."""
     dataset_dir = Path(dataset_dir)
+    with hold_dataset(dataset_dir, exclusive=False):  # free inside a CLI build; keeps a CLI build out of a UI run
+        return _run_step(dataset_dir, step, fp, build, force=force, also_needs=also_needs)
+
+
+def _run_step(dataset_dir: Path, step, fp, build, *, force: bool, also_needs: Sequence[str]) -> StepResult:
     current = step_is_current(dataset_dir, step, fp) and all((dataset_dir / n).exists() for n in also_needs)
     if current and not force:
         section = read_manifest(dataset_dir)["steps"][step]

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from suber_data.artifacts.lock import hold_dataset
 from suber_data.cli.progress import BuildProgress
 from suber_data.errors import SuberDataError
 from suber_data.pipelines import definitions
@@ -141,9 +142,15 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
         resources=resources,
         loggers={"progress": bars.logger},
     )
+    dataset_dir = resources[definitions.DOMAINS[o.domain].keys.storage].dataset_dir(o.release)
     # With DAGSTER_HOME set the run is recorded in that instance, so the UI started on it (`dg dev`) shows the
     # CLI's builds in its runs and in each asset's history; otherwise Dagster uses a throwaway instance.
-    with bars, dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else contextlib.nullcontext() as instance:
+    # The folder is this build's alone until it ends: a second build on it fails at once (artifacts/lock.py).
+    with (
+        hold_dataset(dataset_dir),
+        bars,
+        dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else contextlib.nullcontext() as instance,
+    ):
         result = defs.resolve_job_def(BUILD_JOB).execute_in_process(
             raise_on_error=False,
             run_config={"loggers": {"progress": {}}},
@@ -152,7 +159,6 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
         )
     if not result.success:
         raise _first_failure(result)
-    dataset_dir = resources[definitions.DOMAINS[o.domain].keys.storage].dataset_dir(o.release)
     report = summary(result, o, dataset_dir)
     if not as_json:
         _report(report, out)
