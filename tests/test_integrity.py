@@ -55,12 +55,67 @@ def test_a_full_disk_never_leaves_an_empty_catalog_recorded_as_built(tmp_path):
     assert build_dataset_catalog(tmp_path).skipped
 
 
+def test_a_catalog_that_is_not_the_one_recorded_is_built_again(tmp_path):
+    write_parquet(pa.table({"x": [1, 2, 3]}), tmp_path / "items.parquet")
+    build_dataset_catalog(tmp_path)
+    with duckdb.connect(str(tmp_path / CATALOG)) as con:  # what an empty catalog of an older build looked like
+        con.execute("DROP TABLE items")
+    assert not build_dataset_catalog(tmp_path).skipped
+    assert _tables(tmp_path / CATALOG) == {"items": 3}
+
+
 def _writer(dataset: Path, rows: int):
     def build() -> StepRecord:
         write_parquet(pa.table({"x": list(range(rows))}), dataset / "x.parquet")
         return StepRecord(counts={"rows": rows}, tables=["x.parquet"])
 
     return build
+
+
+def _flip(path: Path, at: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        byte = fh.read(1)
+        fh.seek(at)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_table_damaged_in_place_is_rebuilt(tmp_path):
+    run_step(tmp_path, "x", "fp", _writer(tmp_path, 100))
+    size = (tmp_path / "x.parquet").stat().st_size
+    _flip(tmp_path / "x.parquet", size // 2)  # same size, other bytes: what the env's sha256 test refuses
+    assert not run_step(tmp_path, "x", "fp", _writer(tmp_path, 100)).skipped
+    assert run_step(tmp_path, "x", "fp", _writer(tmp_path, 100)).skipped
+
+
+def test_a_changed_checksum_in_the_manifest_means_rebuild(tmp_path):
+    import json
+
+    run_step(tmp_path, "x", "fp", _writer(tmp_path, 10))
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest["tables"]["x.parquet"]["sha256"] = "0" * 64
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert not run_step(tmp_path, "x", "fp", _writer(tmp_path, 10)).skipped
+
+
+def test_a_damaged_input_names_the_file_and_the_fix(tmp_path):
+    from suber_data.errors import InputError
+
+    run_step(tmp_path, "x", "fp", _writer(tmp_path, 1000))
+    path = tmp_path / "x.parquet"
+    data = bytearray(path.read_bytes())
+    data[-12:-8] = b"\xff\xff\xff\x7f"  # the footer's length: the thrift footer no longer parses
+    path.write_bytes(bytes(data))
+
+    def reads_x() -> StepRecord:
+        import pyarrow.parquet as pq
+
+        pq.read_table(path)
+        return StepRecord()
+
+    with pytest.raises(InputError) as caught:
+        run_step(tmp_path, "y", "fp", reads_x)
+    assert str(path) in str(caught.value) and "run the build again" in str(caught.value)
 
 
 def test_a_second_build_on_the_folder_fails_at_once_naming_the_first(tmp_path):
