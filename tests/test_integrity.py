@@ -151,3 +151,32 @@ def test_a_second_build_on_the_folder_fails_at_once_naming_the_first(tmp_path):
     with hold_dataset(tmp_path), hold_dataset(tmp_path):
         assert not run_step(tmp_path, "x", "fp", _writer(tmp_path, 3)).skipped
     assert os.path.exists(tmp_path / "x.parquet")
+
+
+def test_info_checks_the_files_not_just_the_manifest(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from suber_data.cli.main import app
+
+    runner = CliRunner()
+    run_step(tmp_path, "x", "fp", _writer(tmp_path, 40))
+    build_dataset_catalog(tmp_path)
+    assert runner.invoke(app, ["info", str(tmp_path)]).exit_code == 0
+
+    path = tmp_path / "x.parquet"
+    stat = path.stat()
+    _flip(path, stat.st_size // 2)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # damage that even keeps the mtime
+    assert runner.invoke(app, ["info", str(tmp_path)]).exit_code == 0  # size as recorded: only hashing tells
+    verified = runner.invoke(app, ["info", str(tmp_path), "--verify"])
+    assert verified.exit_code == 1
+    assert f"{path}: damaged" in verified.output and "build" in verified.output.splitlines()[-1]
+
+    path.unlink()
+    gone = runner.invoke(app, ["info", str(tmp_path)])
+    assert gone.exit_code == 1 and f"{path}: missing" in gone.output, gone.output
+    as_json = runner.invoke(app, ["info", str(tmp_path), "--json"])
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["problems"] == [f"{path}: missing"]
