@@ -83,5 +83,5 @@ def build_dataset_catalog(dataset_dir: str | Path) -> StepResult:
     parts = sorted((name, entry.get("sha256")) for name, entry in read_manifest(dataset_dir).get("tables", {}).items())
     fp = fingerprint("catalog", SCHEMA_VERSION, parts)
     return run_step(
-        dataset_dir, "catalog", fp, lambda: StepRecord(counts=build_catalog(dataset_dir)), also_needs=[CATALOG]
+        dataset_dir, "catalog", fp, lambda: StepRecord(counts=build_catalog(dataset_dir)), also_writes=[CATALOG]
     )

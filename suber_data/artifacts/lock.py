@@ -59,6 +59,7 @@ def hold_dataset(dataset_dir: str | os.PathLike, *, exclusive: bool = True) -> I
             with _guard:
                 _held[folder] -= 1
         return
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -83,5 +84,8 @@ def hold_dataset(dataset_dir: str | os.PathLike, *, exclusive: bool = True) -> I
                 _held.pop(folder, None)
             if exclusive:
                 os.ftruncate(fd, 0)
+                if created and [p.name for p in folder.iterdir()] == [LOCK]:  # a build that wrote nothing leaves
+                    path.unlink(missing_ok=True)  # no folder behind (e.g. refused before its first step)
+                    folder.rmdir()
     finally:
         os.close(fd)  # releases the flock

@@ -73,18 +73,24 @@ def run_step(
     *,
     force: bool = False,
     also_needs: Sequence[str] = (),
+    also_writes: Sequence[str] = (),
 ) -> StepResult:
-    """Run ``build`` unless ``step`` is current (same fingerprint, tables intact, ``also_needs`` files present)."""
+    """Run ``build`` unless ``step`` is current (same fingerprint, tables intact, ``also_needs`` files present,
+    ``also_writes`` files the ones recorded: the step's other outputs, such as the catalog, recorded with their
+    sha256). ``also_needs`` is for files a user may edit by hand (the dataset card): present is enough."""
     dataset_dir = Path(dataset_dir)
     with hold_dataset(dataset_dir, exclusive=False):  # free inside a CLI build; keeps a CLI build out of a UI run
-        return _run_step(dataset_dir, step, fp, build, force=force, also_needs=also_needs)
+        return _run_step(dataset_dir, step, fp, build, force, also_needs, also_writes)
 
 
-def _run_step(dataset_dir: Path, step, fp, build, *, force: bool, also_needs: Sequence[str]) -> StepResult:
-    # also_needs: files the step writes besides tables, recorded with their sha256 (a section that predates that
-    # record is rebuilt once)
+def _run_step(dataset_dir: Path, step, fp, build, force: bool, also_needs, also_writes) -> StepResult:
+    # also_writes are recorded with their sha256 in the step's section; one that predates that record is rebuilt once
     recorded = (read_manifest(dataset_dir).get("steps", {}).get(step) or {}).get("files") or {}
-    current = step_is_current(dataset_dir, step, fp) and all(n in recorded for n in also_needs)
+    current = (
+        step_is_current(dataset_dir, step, fp)
+        and all((dataset_dir / n).exists() for n in also_needs)
+        and all(n in recorded for n in also_writes)
+    )
     if current and not force:
         section = read_manifest(dataset_dir)["steps"][step]
         return StepResult(step, fp, True, section.get("counts", {}), dataset_dir, section)
@@ -109,7 +115,7 @@ def _run_step(dataset_dir: Path, step, fp, build, *, force: bool, also_needs: Se
         models=record.models,
         extra=record.extra,
         header=record.header,
-        files=[n for n in also_needs if (dataset_dir / n).is_file()],
+        files=[n for n in also_writes if (dataset_dir / n).is_file()],
     )
     return StepResult(step, fp, False, record.counts, dataset_dir, manifest["steps"][step])
 
