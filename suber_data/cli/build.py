@@ -34,7 +34,13 @@ Config = Annotated[
 ]
 DataDir = Annotated[Path | None, typer.Option(help="Root of built datasets (env SUBER_DATA_DIR, default ./data).")]
 OnlyStep = Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")]
-Users = Annotated[int, typer.Option(help="Sample this many synthetic users (0: none).")]
+Users = Annotated[
+    int | None,
+    typer.Option(
+        help="Sample this many synthetic users (0: none). Left out: none, except with --only users or descriptions, "
+        "which sample the users step's default, 600."
+    ),
+]
 Seed = Annotated[int | None, typer.Option(help="Seed of every sampled and generated artifact (resource defaults).")]
 SuberLists = Annotated[Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")]
 Llm = Annotated[
@@ -73,7 +79,7 @@ def build_movies(
     no_tmdb: Annotated[bool, typer.Option("--no-tmdb", help="Skip TMDB: a MovieLens-only item table.")] = False,
     tmdb_rate: Annotated[float | None, typer.Option(help="TMDB requests per second (resource default: 40).")] = None,
     only: OnlyStep = None,
-    users: Users = 0,
+    users: Users = None,
     seed: Seed = None,
     profile: Annotated[
         Profile | None, typer.Option(help="census (the resource default) or suber (SUBER-exact sampling).")
@@ -105,7 +111,7 @@ def build_books(
     ] = "kaggle-amazon-books",
     data_dir: DataDir = None,
     only: OnlyStep = None,
-    users: Users = 0,
+    users: Users = None,
     seed: Seed = None,
     profile: Annotated[
         Profile | None,

@@ -26,7 +26,7 @@ from suber_data.pipelines.resources import (
 
 BUILD_JOB = "suber_data_build"
 
-# What each --only value stops after; the catalog always follows.
+# What each --only value stops after; the real ratings and the catalog always come too.
 ONLY_TARGETS = {
     "items": ["items"],
     "users": ["users"],
@@ -71,7 +71,7 @@ def resources_for(o: BuildOptions) -> dict:
     The storage goes under the domain's own key (``storage``, ``books_storage``); for books ``--profile suber``
     also selects SUBER's book filter."""
     tmdb = _set(rate_limit=o.tmdb_rate, base_url=os.environ.get("TMDB_BASE_URL") or None)
-    users = _set(count=o.users or None, seed=o.seed, profile=o.profile, suber_lists=o.suber_lists)
+    users = _set(count=o.users, seed=o.seed, profile=o.profile, suber_lists=o.suber_lists)
     llm = _set(backend=o.llm, model=o.model, base_url=o.llm_base_url, seed=o.seed)
     books = _set(profile="suber" if o.profile == "suber" else None)
 
@@ -96,7 +96,7 @@ def wanted_assets(o: BuildOptions, graph) -> list[str]:
     keys = definitions.DOMAINS[o.domain].keys
     available = {key for key in graph.get_all_asset_keys()}
     targets = ["ratings"]
-    if o.users or o.only in ("users", "descriptions"):
+    if o.users or (o.users is None and o.only in ("users", "descriptions")):
         targets.append("users")
     if o.llm or o.only == "descriptions":
         targets.append("user_descriptions")
@@ -104,8 +104,8 @@ def wanted_assets(o: BuildOptions, graph) -> list[str]:
         targets.append("item_embeddings")
         if "user_descriptions" in targets:
             targets.append("user_embeddings")
-    if o.only:
-        targets = [t for t in ONLY_TARGETS[o.only] if t in targets or t == ONLY_TARGETS[o.only][0]]
+    if o.only:  # the real ratings always: the evaluation's people and similarity cases read them
+        targets = ["ratings", *(t for t in ONLY_TARGETS[o.only] if t in targets or t == ONLY_TARGETS[o.only][0])]
     missing = [keys.key(k).to_user_string() for k in targets if keys.key(k) not in available]
     if missing:
         steps = sorted(k.to_user_string() for k in available)
