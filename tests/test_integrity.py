@@ -180,3 +180,47 @@ def test_info_checks_the_files_not_just_the_manifest(tmp_path):
     as_json = runner.invoke(app, ["info", str(tmp_path), "--json"])
     assert as_json.exit_code == 1
     assert json.loads(as_json.stdout)["problems"] == [f"{path}: missing"]
+
+
+def _cli_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SUBER_DATA_MIRROR", "TMDB_API_KEY", "DAGSTER_HOME")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "env"), env.get("PYTHONPATH", "")])
+    env.update(SUBER_DATA_OFFLINE="1", HF_HUB_OFFLINE="1", SUBER_DATA_CACHE=str(tmp_path / "cache"))
+    return env
+
+
+SAMPLE_BUILD = ["build", "movies", "--release", "sample", "--users", "8", "--llm", "template"]
+
+
+def test_an_interrupt_is_one_line_with_the_shell_exit_code_and_the_next_run_resumes(tmp_path):
+    import signal
+    import time
+
+    dataset = tmp_path / "data" / "movies" / "sample"
+    command = [sys.executable, "-m", "suber_data.cli.main", *SAMPLE_BUILD, "--data-dir", str(tmp_path / "data")]
+    for signum, after in ((signal.SIGINT, "items.parquet"), (signal.SIGTERM, "users.parquet")):
+        run = subprocess.Popen(command, env=_cli_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while not (dataset / after).exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.send_signal(signum)
+        _, err = run.communicate(timeout=60)
+        lines = err.decode().strip().splitlines()
+        assert run.returncode == 128 + signum, err.decode()
+        assert lines[-1].startswith(f"interrupted ({signum.name})") and "again to resume" in lines[-1]
+        assert "DagsterExecutionInterruptedError" not in err.decode() and "Traceback" not in err.decode()
+    resumed = subprocess.run(command, env=_cli_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    steps = read_manifest(dataset)["steps"]
+    assert {"items", "ratings", "users", "user_descriptions", "catalog"} <= set(steps)
+
+
+def test_a_build_starts_by_removing_what_killed_writes_left(tmp_path):
+    from suber_data.cli.run import clear_leftovers
+
+    stale = [".items.parquet.0a1b2c3d4e5f.tmp", ".catalog.duckdb.0a1b2c3d4e5f.tmp.wal", ".catalog.duckdb.1.tmp"]
+    kept = ["items.parquet", ".manifest.json.lock", ".sha256-cache.json", "notes.tmp.txt"]
+    for name in stale + kept:
+        (tmp_path / name).write_bytes(b"x")
+    clear_leftovers(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)

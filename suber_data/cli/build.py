@@ -172,13 +172,16 @@ def _build(ctx: typer.Context, domain: str, config: Path | None, values: dict, *
 
 def run_checked(options, verbose: bool, as_json: bool, after=None) -> dict:
     """Check every setting, then build; an error is one line (``--verbose``: with its traceback)."""
-    from suber_data.cli.run import StepFailed, run_build
+    from suber_data.cli.run import BuildInterrupted, StepFailed, run_build
     from suber_data.cli.validate import check_options
 
     cli = _cli()
     try:
         check_options(options)  # before any step runs: nothing is downloaded or written on a bad value
         report = run_build(options, console=cli.console, out=cli.out, as_json=as_json)
+    except BuildInterrupted as exc:
+        cli.console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
     except SuberDataError as exc:
         cli.command_failed(exc, verbose, as_json, exc.details if isinstance(exc, StepFailed) else None)
     if after is not None:

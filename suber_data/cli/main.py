@@ -275,12 +275,24 @@ def export_cmd(
         out.print(f"{escape(str(out_dir / name))}: {rows:,} rows", soft_wrap=True)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where it lands so that ``finally`` blocks run as they do for Ctrl-C."""
+
+
+def _terminate(signum, frame) -> None:
+    raise _Terminated()
+
+
 def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)  # Dagster swaps it while a build runs; cli.run reports that case
     try:
         app()
-    except KeyboardInterrupt:
-        console.print("interrupted")
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, _Terminated)
+        console.print(f"interrupted ({'SIGTERM' if terminated else 'SIGINT'}); run the same command again to resume")
+        sys.exit(143 if terminated else 130)
 
 
 if __name__ == "__main__":

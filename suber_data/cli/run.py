@@ -3,6 +3,8 @@
 import contextlib
 import logging
 import os
+import signal
+import threading
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -148,9 +150,11 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
     # The folder is this build's alone until it ends: a second build on it fails at once (artifacts/lock.py).
     with (
         hold_dataset(dataset_dir),
+        _signals_seen() as seen,
         bars,
         dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else contextlib.nullcontext() as instance,
     ):
+        clear_leftovers(dataset_dir)
         result = defs.resolve_job_def(BUILD_JOB).execute_in_process(
             raise_on_error=False,
             run_config={"loggers": {"progress": {}}},
@@ -158,6 +162,9 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
             instance=instance,
         )
     if not result.success:
+        # Dagster turns SIGINT and SIGTERM alike into a step failure (DagsterExecutionInterruptedError)
+        if seen() or _interrupted(result):
+            raise BuildInterrupted(signal.SIGTERM if signal.SIGTERM in seen() else signal.SIGINT)
         raise _first_failure(result)
     report = summary(result, o, dataset_dir)
     if not as_json:
@@ -165,6 +172,63 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
         steps = [dg.AssetKey.from_user_string(k).path[-1] for k in keys]  # step names without the domain's prefix
         _step_reports(steps, dataset_dir, out)
     return report
+
+
+class BuildInterrupted(SuberDataError):
+    """Ctrl-C or SIGTERM stopped the build; what finished is kept and the next run resumes from it."""
+
+    def __init__(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted ({name}): finished steps are kept; run the same command again to resume")
+        self.exit_code = 128 + signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports a process they ended
+
+
+@contextlib.contextmanager
+def _signals_seen():
+    """Which signals arrive during the block (Dagster swaps the handlers, so ask the interpreter's wakeup fd,
+    which gets every signal's number whatever the handler); yields a function returning them."""
+    import socket
+
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: set()
+        return
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    got: set[int] = set()
+
+    def seen() -> set[int]:
+        with contextlib.suppress(BlockingIOError, OSError):
+            got.update(reader.recv(1024))
+        return got & {signal.SIGINT, signal.SIGTERM}
+
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        yield seen
+    finally:
+        seen()
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+
+
+def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    return any(
+        event.is_step_failure and event.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
+        for event in result.all_events
+    )
+
+
+def clear_leftovers(dataset_dir) -> None:
+    """Remove what an earlier build killed mid-write left in the folder: hidden ``.*.tmp`` files of atomic writes and
+    their DuckDB ``.tmp.wal``. Called with the folder's build lock held, so none of them belongs to a live build."""
+    from pathlib import Path
+
+    folder = Path(dataset_dir)
+    if folder.is_dir():
+        for path in folder.glob(".*.tmp*"):
+            if path.is_file() and (path.name.endswith(".tmp") or path.name.endswith(".tmp.wal")):
+                path.unlink(missing_ok=True)
 
 
 def _first_failure(result: dg.ExecuteInProcessResult) -> StepFailed:
