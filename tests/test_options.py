@@ -1,5 +1,7 @@
 """Options that do what they say (issue 25, item 7): 0 users means none, and --only keeps the real ratings."""
 
+from pathlib import Path
+
 import pytest
 
 from suber_data.cli.run import BuildOptions, resources_for, wanted_assets
@@ -34,3 +36,26 @@ def test_every_only_keeps_the_real_ratings(tmp_path, graph, domain, only):
     keys = wanted_assets(BuildOptions(domain, release, str(tmp_path), users=4, llm="template", only=only), graph)
     prefix = "" if domain == "movies" else "books/"
     assert f"{prefix}ratings" in keys and keys[-1] == f"{prefix}catalog"
+
+
+def test_help_and_readme_say_what_a_build_without_options_does(tmp_path, graph):
+    from suber_data.cli.main import app
+    from suber_data.pipelines.resources import EmbedderResource, LLMResource, UsersResource
+
+    # what the code does: no option, no step after the corpus; --only a step: the resource's default
+    bare = wanted_assets(BuildOptions("movies", "sample", str(tmp_path)), graph)
+    assert bare == ["movielens_release", "tmdb_details", "items", "ratings", "catalog"]
+    defaults = (UsersResource().count, LLMResource().backend, EmbedderResource().model)
+    assert defaults == (600, "smollm2", "sentence-transformers/sentence-t5-base")
+
+    # what the help says: each of the three options tells what leaving it out does, and no default is claimed bare
+    import typer
+
+    movies = typer.main.get_command(app).commands["build"].commands["movies"]
+    helps = {p.name: " ".join(p.help.split()) for p in movies.params if getattr(p, "help", None)}
+    assert "(the default)" not in helps["llm"]
+    assert "which sample the users step's default, 600" in helps["users"]
+    assert "--only descriptions, which uses smollm2" in helps["llm"]
+    assert "--only embeddings, which uses sentence-transformers/sentence-t5-base" in helps["embedding_model"]
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "without them it builds the items, the real ratings and the catalog" in readme

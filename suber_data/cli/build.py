@@ -45,7 +45,10 @@ Seed = Annotated[int | None, typer.Option(help="Seed of every sampled and genera
 SuberLists = Annotated[Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")]
 Llm = Annotated[
     str | None,
-    typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
+    typer.Option(
+        help="Write user descriptions with: transformers, openai, smollm2, template. Left out: no descriptions, "
+        "except with --only descriptions, which uses smollm2."
+    ),
 ]
 Model = Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")]
 LlmBaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
@@ -57,7 +60,10 @@ RayAddress = Annotated[
 ]
 EmbeddingModel = Annotated[
     str | None,
-    typer.Option(help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."),
+    typer.Option(
+        help="Embed items (and described users) with this sentence-transformers model ('minilm': offline). Left out: "
+        "no embeddings, except with --only embeddings, which uses sentence-transformers/sentence-t5-base."
+    ),
 ]
 
 
