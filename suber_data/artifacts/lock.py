@@ -12,7 +12,6 @@ A second build does not wait: it fails at once, naming the process that holds th
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import sys
@@ -21,6 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from suber_data.errors import SuberDataError
+
+try:
+    import fcntl
+except ImportError:  # Windows: filelock's msvcrt lock, exclusive only (see _hold_windows)
+    fcntl = None
 
 LOCK = ".build.lock"
 
@@ -59,6 +63,10 @@ def hold_dataset(dataset_dir: str | os.PathLike, *, exclusive: bool = True) -> I
             with _guard:
                 _held[folder] -= 1
         return
+    if fcntl is None:
+        with _hold_windows(folder, exclusive):
+            yield
+        return
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK
@@ -89,3 +97,29 @@ def hold_dataset(dataset_dir: str | os.PathLike, *, exclusive: bool = True) -> I
                     folder.rmdir()
     finally:
         os.close(fd)  # releases the flock
+
+
+@contextlib.contextmanager
+def _hold_windows(folder: Path, exclusive: bool) -> Iterator[None]:
+    """No shared locks there: the CLI's whole-build lock only (steps of a UI run are not kept out)."""
+    from filelock import FileLock, Timeout
+
+    if not exclusive:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = FileLock(folder / LOCK, timeout=0)
+        lock.acquire()
+    except Timeout:
+        raise FolderBusy(
+            f"{folder}: another process is building this dataset; wait for it to finish, then run the build again"
+        ) from None
+    with _guard:
+        _held[folder] = 1
+    try:
+        yield
+    finally:
+        with _guard:
+            _held.pop(folder, None)
+        lock.release()
