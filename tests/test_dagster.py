@@ -35,7 +35,7 @@ def test_cli_selection_comes_from_the_asset_graph_and_defaults_from_the_resource
 
     graph = defs.resolve_asset_graph()
     only_items = wanted_assets(BuildOptions("movies", "sample", "d", only="items"), graph)
-    assert only_items == ["movielens_release", "tmdb_details", "items", "catalog"]
+    assert only_items == ["movielens_release", "tmdb_details", "items", "ratings", "catalog"]  # the real ratings too
     described = wanted_assets(BuildOptions("movies", "sample", "d", only="descriptions"), graph)
     assert described[-1] == "catalog" and described.index("users") < described.index("user_descriptions")
     # unset CLI options leave the UI's defaults in place: one default per setting
@@ -129,7 +129,7 @@ def test_both_domains_load_side_by_side_in_one_definitions():
     from suber_data.cli.run import BuildOptions, wanted_assets
 
     only_items = wanted_assets(BuildOptions("books", "books-sample", "d", only="items"), graph)
-    assert only_items == ["books/release", "books/items", "books/catalog"]
+    assert only_items == ["books/release", "books/items", "books/ratings", "books/catalog"]
 
 
 def test_materialize_books_writes_the_same_dataset_as_the_cli(offline):

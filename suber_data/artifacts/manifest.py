@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 
 from suber_data import __version__
+from suber_data.artifacts.integrity import file_entry, file_problem, sha256_file  # noqa: F401 (re-exported)
 from suber_data.artifacts.io import write_json
 from suber_data.artifacts.schemas import SCHEMA_VERSION
 from suber_data.errors import InputError, SuberDataError
@@ -31,14 +32,6 @@ _SECRET = re.compile(r"(api_?key|access_?token|auth_?token|bearer|secret|passwor
 
 def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fingerprint(*parts: Any) -> str:
@@ -76,8 +69,12 @@ def _locked(dataset_dir: Path) -> Iterator[None]:
 
 
 def table_entry(path: Path) -> dict[str, Any]:
-    meta = pq.read_metadata(path)
-    return {"rows": meta.num_rows, "bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    """A table as the manifest records it; reading its Parquet footer back is the check that it was written whole."""
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise SuberDataError(f"{path}: just written but unreadable as Parquet ({exc}); run the build again") from exc
+    return {"rows": meta.num_rows, **file_entry(path)}
 
 
 def record_step(
@@ -92,8 +89,10 @@ def record_step(
     models: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
     header: dict[str, Any] | None = None,
+    files: list[str] = (),
 ) -> dict[str, Any]:
-    """Replace the manifest section of ``step`` (and the entries of its tables and sources)."""
+    """Replace the manifest section of ``step`` (and the entries of its tables and sources). ``files``: other
+    files the step wrote (the catalog, the card), recorded in the section with their size and sha256."""
     dataset_dir = Path(dataset_dir)
     settings = settings or {}
     for section, value in (("settings", settings), ("models", models or {}), ("extra", extra or {})):
@@ -117,6 +116,8 @@ def record_step(
             "tables": list(tables),
             "counts": counts or {},
         }
+        if files:
+            section["files"] = {name: file_entry(dataset_dir / name) for name in files}
         if models:
             section["models"] = models
         if extra:
@@ -127,15 +128,26 @@ def record_step(
 
 
 def step_is_current(dataset_dir: str | Path, step: str, fingerprint: str) -> bool:
-    """True when ``step`` was built with this fingerprint and its tables are still there, unchanged in size."""
+    """True when ``step`` was built with this fingerprint and its tables and files are the ones recorded (same
+    size and sha256: the env's test, ``suber_env`` ``verify=True``), so a damaged table is built again."""
     dataset_dir = Path(dataset_dir)
     manifest = read_manifest(dataset_dir)
     section = manifest.get("steps", {}).get(step)
     if not section or section.get("fingerprint") != fingerprint:
         return False
-    for name in section.get("tables", []):
-        path = dataset_dir / name
-        entry = manifest.get("tables", {}).get(name, {})
-        if not path.exists() or path.stat().st_size != entry.get("bytes"):
-            return False
-    return True
+    recorded = {name: manifest.get("tables", {}).get(name) or {} for name in section.get("tables", [])}
+    recorded.update(section.get("files") or {})
+    return all(
+        entry.get("sha256") and file_problem(dataset_dir / name, entry) is None for name, entry in recorded.items()
+    )
+
+
+def table_problems(dataset_dir: str | Path, *, verify: bool = False) -> list[str]:
+    """Every table and file the manifest records that is not there as recorded, in words (empty: all whole)."""
+    dataset_dir = Path(dataset_dir)
+    manifest = read_manifest(dataset_dir)
+    recorded = dict(manifest.get("tables") or {})
+    for section in (manifest.get("steps") or {}).values():
+        recorded.update(section.get("files") or {})
+    found = (file_problem(dataset_dir / name, entry, verify=verify) for name, entry in recorded.items())
+    return [problem for problem in found if problem]

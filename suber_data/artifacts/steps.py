@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from suber_data import settings
-from suber_data.artifacts.manifest import read_manifest, record_step, step_is_current
+from suber_data.artifacts.lock import hold_dataset
+from suber_data.artifacts.manifest import read_manifest, record_step, step_is_current, table_problems
+from suber_data.errors import InputError
 
 
 @dataclass
@@ -71,14 +73,37 @@ def run_step(
     *,
     force: bool = False,
     also_needs: Sequence[str] = (),
+    also_writes: Sequence[str] = (),
 ) -> StepResult:
-    """Run ``build`` unless ``step`` is current (same fingerprint, tables intact, ``also_needs`` files present)."""
+    """Run ``build`` unless ``step`` is current (same fingerprint, tables intact, ``also_needs`` files present,
+    ``also_writes`` files the ones recorded: the step's other outputs, such as the catalog, recorded with their
+    sha256). ``also_needs`` is for files a user may edit by hand (the dataset card): present is enough."""
     dataset_dir = Path(dataset_dir)
-    current = step_is_current(dataset_dir, step, fp) and all((dataset_dir / n).exists() for n in also_needs)
+    with hold_dataset(dataset_dir, exclusive=False):  # free inside a CLI build; keeps a CLI build out of a UI run
+        return _run_step(dataset_dir, step, fp, build, force, also_needs, also_writes)
+
+
+def _run_step(dataset_dir: Path, step, fp, build, force: bool, also_needs, also_writes) -> StepResult:
+    # also_writes are recorded with their sha256 in the step's section; one that predates that record is rebuilt once
+    recorded = (read_manifest(dataset_dir).get("steps", {}).get(step) or {}).get("files") or {}
+    current = (
+        step_is_current(dataset_dir, step, fp)
+        and all((dataset_dir / n).exists() for n in also_needs)
+        and all(n in recorded for n in also_writes)
+    )
     if current and not force:
         section = read_manifest(dataset_dir)["steps"][step]
         return StepResult(step, fp, True, section.get("counts", {}), dataset_dir, section)
-    record = build()
+    try:
+        record = build()
+    except (OSError, ValueError) as exc:  # pyarrow's errors; a damaged input says which file, and the fix
+        problems = table_problems(dataset_dir) if _unreadable_parquet(exc) else []
+        if problems:
+            raise InputError(
+                f"step {step} could not read a table: {'; '.join(problems)}; run the build again, which rebuilds it"
+                " (or delete the file)"
+            ) from exc
+        raise
     manifest = record_step(
         dataset_dir,
         step,
@@ -90,8 +115,14 @@ def run_step(
         models=record.models,
         extra=record.extra,
         header=record.header,
+        files=[n for n in also_writes if (dataset_dir / n).is_file()],
     )
     return StepResult(step, fp, False, record.counts, dataset_dir, manifest["steps"][step])
+
+
+def _unreadable_parquet(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(s in text for s in ("thrift", "Parquet magic bytes", "Parquet file size is", "corrupt", "Corrupt"))
 
 
 # -- cache steps: a source's parsed files, shared by every dataset built from it --------------------------

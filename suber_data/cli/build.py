@@ -40,7 +40,13 @@ Config = Annotated[
 ]
 DataDir = Annotated[Path | None, typer.Option(help="Root of built datasets (env SUBER_DATA_DIR, default ./data).")]
 OnlyStep = Annotated[Only | None, typer.Option(help="Stop after this step (and the catalog).")]
-Users = Annotated[int, typer.Option(help="Sample this many users (0: none): synthetic, or real with --profile real.")]
+Users = Annotated[
+    int | None,
+    typer.Option(
+        help="Sample this many users (0: none): synthetic, or real with --profile real. Left out: none, except with "
+        "--only users or descriptions, which sample the users step's default, 600."
+    ),
+]
 HeldOut = Annotated[
     int | None, typer.Option(help="--profile real: ratings held out per user for evaluation (default 10).")
 ]
@@ -55,7 +61,10 @@ Seed = Annotated[int | None, typer.Option(help="Seed of every sampled and genera
 SuberLists = Annotated[Path | None, typer.Option(help="Folder with SUBER's list CSVs, instead of fetching them.")]
 Llm = Annotated[
     str | None,
-    typer.Option(help="Write user descriptions with: transformers, openai, smollm2 (the default), template."),
+    typer.Option(
+        help="Write user descriptions with: transformers, openai, smollm2, template. Left out: no descriptions, "
+        "except with --only descriptions, which uses smollm2."
+    ),
 ]
 Model = Annotated[str | None, typer.Option(help="LLM model id or local path for --llm.")]
 LlmBaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
@@ -67,7 +76,10 @@ RayAddress = Annotated[
 ]
 EmbeddingModel = Annotated[
     str | None,
-    typer.Option(help="Embed items (and described users) with this sentence-transformers model ('minilm': offline)."),
+    typer.Option(
+        help="Embed items (and described users) with this sentence-transformers model ('minilm': offline). Left out: "
+        "no embeddings, except with --only embeddings, which uses sentence-transformers/sentence-t5-base."
+    ),
 ]
 
 
@@ -89,7 +101,7 @@ def build_movies(
     no_tmdb: Annotated[bool, typer.Option("--no-tmdb", help="Skip TMDB: a MovieLens-only item table.")] = False,
     tmdb_rate: Annotated[float | None, typer.Option(help="TMDB requests per second (resource default: 40).")] = None,
     only: OnlyStep = None,
-    users: Users = 0,
+    users: Users = None,
     seed: Seed = None,
     profile: Annotated[
         Profile | None,
@@ -128,7 +140,7 @@ def build_books(
     ] = "kaggle-amazon-books",
     data_dir: DataDir = None,
     only: OnlyStep = None,
-    users: Users = 0,
+    users: Users = None,
     seed: Seed = None,
     profile: Annotated[
         Profile | None,
@@ -195,13 +207,16 @@ def _build(ctx: typer.Context, domain: str, config: Path | None, values: dict, *
 
 def run_checked(options, verbose: bool, as_json: bool, after=None) -> dict:
     """Check every setting, then build; an error is one line (``--verbose``: with its traceback)."""
-    from suber_data.cli.run import StepFailed, run_build
+    from suber_data.cli.run import BuildInterrupted, StepFailed, run_build
     from suber_data.cli.validate import check_options
 
     cli = _cli()
     try:
         check_options(options)  # before any step runs: nothing is downloaded or written on a bad value
         report = run_build(options, console=cli.console, out=cli.out, as_json=as_json)
+    except BuildInterrupted as exc:
+        cli.console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
     except SuberDataError as exc:
         cli.command_failed(exc, verbose, as_json, exc.details if isinstance(exc, StepFailed) else None)
     if after is not None:

@@ -125,10 +125,15 @@ def sources(as_json: AsJson = False) -> None:
 @app.command("info")
 def info(
     path: Annotated[Path, typer.Argument(help="A dataset folder, e.g. data/movies/ml-latest-small.")],
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Hash every table and compare with the recorded sha256 (slower).")
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """What a dataset holds, from its manifest."""
+    """What a dataset holds, from its manifest, after checking that every recorded file is there with its recorded
+    size (``--verify``: and sha256). A file that is not as recorded is named and the command exits 1."""
     from suber_data.artifacts import read_manifest
+    from suber_data.artifacts.manifest import table_problems
 
     try:
         manifest = read_manifest(path)
@@ -136,8 +141,12 @@ def info(
         fail(str(exc))
     if not manifest:
         fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies` or `build books`")
+    # without --verify the cache of checksums still catches a file rewritten since it was hashed
+    problems = table_problems(path, verify=verify)
     if as_json:
-        print_json({"path": str(path), **manifest})
+        print_json({"path": str(path), "ok": not problems, "problems": problems, **manifest})
+        if problems:
+            raise typer.Exit(1)
         return
     out.print(
         f"[bold]{path}[/]  {manifest.get('domain', '?')}/{manifest.get('release', '?')}  "
@@ -165,6 +174,17 @@ def info(
         for name, entry in manifest["sources"].items():
             src.add_row(name, entry.get("url", ""), f"{entry.get('size') or '?'}", (entry.get("sha256") or "")[:16])
         out.print(src)
+    if problems:
+        _info_problems(path, problems)
+
+
+def _info_problems(path: Path, problems: list[str]) -> None:
+    for problem in problems:
+        console.print(f"[bold red]error:[/] {escape(problem)}", soft_wrap=True)
+    fail(
+        f"{path}: {len(problems)} file(s) not as manifest.json recorded them; run the same `suber-data build` again "
+        f"(or `suber-data rebuild {path}`): it rebuilds them"
+    )
 
 
 @app.command("publish")
@@ -255,12 +275,24 @@ def export_cmd(
         out.print(f"{escape(str(out_dir / name))}: {rows:,} rows", soft_wrap=True)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where it lands so that ``finally`` blocks run as they do for Ctrl-C."""
+
+
+def _terminate(signum, frame) -> None:
+    raise _Terminated()
+
+
 def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)  # Dagster swaps it while a build runs; cli.run reports that case
     try:
         app()
-    except KeyboardInterrupt:
-        console.print("interrupted")
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, _Terminated)
+        console.print(f"interrupted ({'SIGTERM' if terminated else 'SIGINT'}); run the same command again to resume")
+        sys.exit(143 if terminated else 130)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 import contextlib
 import logging
 import os
+import signal
+import threading
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -10,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from suber_data.artifacts.lock import hold_dataset
 from suber_data.cli.progress import BuildProgress
 from suber_data.errors import SuberDataError
 from suber_data.pipelines import definitions
@@ -25,7 +28,7 @@ from suber_data.pipelines.resources import (
 
 BUILD_JOB = "suber_data_build"
 
-# What each --only value stops after; the catalog always follows.
+# What each --only value stops after; the real ratings and the catalog always come too.
 ONLY_TARGETS = {
     "items": ["items"],
     "users": ["users"],
@@ -74,7 +77,7 @@ def resources_for(o: BuildOptions) -> dict:
     also selects SUBER's book filter."""
     tmdb = _set(rate_limit=o.tmdb_rate, base_url=os.environ.get("TMDB_BASE_URL") or None)
     users = _set(
-        count=o.users or None,
+        count=o.users,
         seed=o.seed,
         profile=o.profile,
         suber_lists=o.suber_lists,
@@ -106,7 +109,7 @@ def wanted_assets(o: BuildOptions, graph) -> list[str]:
     keys = definitions.DOMAINS[o.domain].keys
     available = {key for key in graph.get_all_asset_keys()}
     targets = ["ratings"]
-    if o.users or o.only in ("users", "descriptions"):
+    if o.users or (o.users is None and o.only in ("users", "descriptions")):
         targets.append("users")
     if o.llm or o.only == "descriptions":
         targets.append("user_descriptions")
@@ -114,8 +117,8 @@ def wanted_assets(o: BuildOptions, graph) -> list[str]:
         targets.append("item_embeddings")
         if "user_descriptions" in targets:
             targets.append("user_embeddings")
-    if o.only:
-        targets = [t for t in ONLY_TARGETS[o.only] if t in targets or t == ONLY_TARGETS[o.only][0]]
+    if o.only:  # the real ratings always: the evaluation's people and similarity cases read them
+        targets = ["ratings", *(t for t in ONLY_TARGETS[o.only] if t in targets or t == ONLY_TARGETS[o.only][0])]
     missing = [keys.key(k).to_user_string() for k in targets if keys.key(k) not in available]
     if missing:
         steps = sorted(k.to_user_string() for k in available)
@@ -152,9 +155,17 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
         resources=resources,
         loggers={"progress": bars.logger},
     )
+    dataset_dir = resources[definitions.DOMAINS[o.domain].keys.storage].dataset_dir(o.release)
     # With DAGSTER_HOME set the run is recorded in that instance, so the UI started on it (`dg dev`) shows the
     # CLI's builds in its runs and in each asset's history; otherwise Dagster uses a throwaway instance.
-    with bars, dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else contextlib.nullcontext() as instance:
+    # The folder is this build's alone until it ends: a second build on it fails at once (artifacts/lock.py).
+    with (
+        hold_dataset(dataset_dir),
+        _signals_seen() as seen,
+        bars,
+        dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else contextlib.nullcontext() as instance,
+    ):
+        clear_leftovers(dataset_dir)
         result = defs.resolve_job_def(BUILD_JOB).execute_in_process(
             raise_on_error=False,
             run_config={"loggers": {"progress": {}}},
@@ -162,14 +173,73 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
             instance=instance,
         )
     if not result.success:
+        # Dagster turns SIGINT and SIGTERM alike into a step failure (DagsterExecutionInterruptedError)
+        if seen() or _interrupted(result):
+            raise BuildInterrupted(signal.SIGTERM if signal.SIGTERM in seen() else signal.SIGINT)
         raise _first_failure(result)
-    dataset_dir = resources[definitions.DOMAINS[o.domain].keys.storage].dataset_dir(o.release)
     report = summary(result, o, dataset_dir)
     if not as_json:
         _report(report, out)
         steps = [dg.AssetKey.from_user_string(k).path[-1] for k in keys]  # step names without the domain's prefix
         _step_reports(steps, dataset_dir, out)
     return report
+
+
+class BuildInterrupted(SuberDataError):
+    """Ctrl-C or SIGTERM stopped the build; what finished is kept and the next run resumes from it."""
+
+    def __init__(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted ({name}): finished steps are kept; run the same command again to resume")
+        self.exit_code = 128 + signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports a process they ended
+
+
+@contextlib.contextmanager
+def _signals_seen():
+    """Which signals arrive during the block (Dagster swaps the handlers, so ask the interpreter's wakeup fd,
+    which gets every signal's number whatever the handler); yields a function returning them."""
+    import socket
+
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: set()
+        return
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    got: set[int] = set()
+
+    def seen() -> set[int]:
+        with contextlib.suppress(BlockingIOError, OSError):
+            got.update(reader.recv(1024))
+        return got & {signal.SIGINT, signal.SIGTERM}
+
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        yield seen
+    finally:
+        seen()
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+
+
+def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    return any(
+        event.is_step_failure and event.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
+        for event in result.all_events
+    )
+
+
+def clear_leftovers(dataset_dir) -> None:
+    """Remove what an earlier build killed mid-write left in the folder: hidden ``.*.tmp`` files of atomic writes and
+    their DuckDB ``.tmp.wal``. Called with the folder's build lock held, so none of them belongs to a live build."""
+    from pathlib import Path
+
+    folder = Path(dataset_dir)
+    if folder.is_dir():
+        for path in folder.glob(".*.tmp*"):
+            if path.is_file() and (path.name.endswith(".tmp") or path.name.endswith(".tmp.wal")):
+                path.unlink(missing_ok=True)
 
 
 def _first_failure(result: dg.ExecuteInProcessResult) -> StepFailed:

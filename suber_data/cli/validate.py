@@ -34,6 +34,11 @@ def check_options(o) -> None:
         )
     if o.users is not None and o.users < 0:
         raise SuberDataError(f"{shown(o, 'users', o.users)}: must be 0 or more (0: no synthetic users)")
+    if o.users == 0 and o.only in ("users", "descriptions"):
+        raise SuberDataError(
+            f"{shown(o, 'users', o.users)}: 0 means no users, but --only {o.only} builds them; give --users N "
+            "(or leave it out for 600)"
+        )
     if o.seed is not None and o.seed < 0:
         raise SuberDataError(f"{shown(o, 'seed', o.seed)}: must be 0 or more")
     if o.tmdb_rate is not None and o.tmdb_rate <= 0:

@@ -99,7 +99,9 @@ def sample_users(counts: np.ndarray, settings: RealSettings, rng: np.random.Gene
     if len(eligible) == 0:
         most = int(counts.max()) if len(counts) else 0
         fix = (
-            "lower them" if most >= 2 else "each real user needs a history and a held-out part: choose a release "
+            "lower them"
+            if most >= 2
+            else "each real user needs a history and a held-out part: choose a release "
             "(or a books profile) whose users rate more than once"
         )
         raise InputError(
