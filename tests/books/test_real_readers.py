@@ -29,8 +29,8 @@ def _kaggle_csvs(folder: Path) -> None:
         w.writerow(["Title", "description", "authors", "image", "previewLink", "publisher", "publishedDate",
                     "infoLink", "categories", "ratingsCount"])  # fmt: skip
         for title, cat in BOOKS + FILLERS:
-            w.writerow([title, f"A book called {title}.", "['Some Author']", "", "", "A Press", "1999", "", f"['{cat}']",
-                        "12.0"])  # fmt: skip
+            about = f"A book called {title}."
+            w.writerow([title, about, "['Some Author']", "", "", "A Press", "1999", "", f"['{cat}']", "12.0"])
     with open(folder / "Books_rating.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["Id", "Title", "Price", "User_id", "profileName", "review/helpfulness", "review/score",
