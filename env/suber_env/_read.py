@@ -222,7 +222,9 @@ def read_users(root: Path, genre_vocab: list[str]) -> dict:
         "user_ids": users["user_id"].to_numpy().astype(np.int64),
         "first_names": users["first_name"].to_pylist(),
         "sex": np.array([SEX_CODES[s] for s in sex], np.uint8),
-        "age": users["age"].fill_null(-1).to_numpy().astype(np.int32),  # -1: unknown (a real user)
+        "age": (  # -1: unknown (a real user)
+            users["age"].fill_null(-1).to_numpy().astype(np.int32) if "age" in users.column_names else np.full(u, -1)
+        ),
         "real": np.array([p == "real" for p in _strings(users, "profile")], bool),
     }
     for c in ("liked", "disliked"):

@@ -43,7 +43,7 @@ USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "first_name": (pa.string(), True),
     "last_name": (pa.string(), True),
     "sex": (pa.string(), True),  # M, F or U (a real user whose source records none)
-    "age": (pa.int16(), True),  # null: unknown (real users)
+    "age": (pa.int16(), False),  # null: unknown (real users)
     "occupation": (pa.string(), False),
     "hobby": (pa.string(), False),
     "liked": (pa.list_(pa.string()), False),

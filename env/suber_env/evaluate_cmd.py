@@ -36,6 +36,13 @@ def evaluate_command(
     grounded_k: int = typer.Option(5, help="grounded users: each recommender's top-k picks"),
     grounded_boots: int = typer.Option(1000, help="grounded users: bootstrap samples over users"),
     grounded_perms: int = typer.Option(200, help="grounded users: draws of the random simulator (permutation test)"),
+    grounded_max_pos: int = typer.Option(20, help="grounded users: held-out items per user in the discrimination test"),
+    grounded_calibration: int = typer.Option(
+        50, help="grounded users: latest history ratings per user the calibration is fitted on"
+    ),
+    grounded_policies: list[Path] = typer.Option(
+        None, help="grounded users: add every policy under this `suber-env train --out` folder to the panel (repeat)"
+    ),
     control: list[str] = typer.Option(["random"], help=f"control raters: {' | '.join(CONTROLS)} (repeat)"),
     block_size: int = typer.Option(
         256, help="rating requests per stored block (OUT/ratings/RATER/); a rerun rates only the blocks not yet stored"
@@ -79,6 +86,9 @@ def evaluate_command(
             grounded_k=grounded_k,
             grounded_boots=grounded_boots,
             grounded_perms=grounded_perms,
+            grounded_max_pos=grounded_max_pos,
+            grounded_calibration=grounded_calibration,
+            grounded_policies=tuple(grounded_policies or ()),
             controls=tuple(control),
             block_size=block_size,
             ray=where,

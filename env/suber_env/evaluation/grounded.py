@@ -10,6 +10,8 @@ collaborative-filtering simulator)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -132,8 +134,8 @@ def grounded_proof(
         from .proof.panel import default_panel
 
         panel = default_panel(History.from_split(split), seed)
-        for label, (scores, trained_on) in extra_recommenders.items():
-            panel.add(label, scores, trained_on=trained_on)
+        for label, (scores, trained_on, reads_rater_inputs) in extra_recommenders.items():
+            panel.add(label, scores, reads_rater_inputs=reads_rater_inputs, trained_on=trained_on)
     result = run_proof(
         split, sims, k=k, seed=seed, boots=boots, perms=perms, panel=panel, max_pos=max_pos,
         calib_per_user=calib_per_user,
@@ -143,12 +145,49 @@ def grounded_proof(
     return result
 
 
+def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.ndarray, tuple, bool]]:
+    """Every policy under each of ``runs`` (``suber-env train --out RUNS``: ``<algo>/seed<k>/final.zip``) as a
+    recommender
+    of the panel: its scores of every item for each real user, given that user's real history as the episode's
+    memory. ``trained_on``: the history pairs, the only ratings of these users a policy trained in the simulator
+    can have seen; the proof checks them against the held-out part. A policy trained on the taste observation
+    reads the liked / disliked genres the raters rate by: flagged as reading the rater's inputs."""
+    from gymnasium import spaces
+
+    from suber_env.training import load_model, policy_scores
+
+    found = []
+    for folder in runs:
+        got = sorted(Path(folder).glob("*/seed*/final.zip"))
+        if not got:
+            raise ValueError(f"{folder}: no trained policy (<algo>/seed<k>/final.zip); train one with --out")
+        found += got
+    users = np.arange(ds.n_users)
+    items = [ds.history(u)[0] for u in users]
+    ratings = [ds.history(u)[1] for u in users]
+    src = ds.source_scale
+    trained_on = (np.repeat(users, [len(i) for i in items]), np.concatenate(items))
+    out = {}
+    for path in found:
+        model, norm = load_model(path)
+        taste = not isinstance(model.observation_space, spaces.Dict)  # SUBER's observation is a Dict
+        scores = policy_scores(model, ds, users, items, ratings, obs_norm=norm, rating_range=(src.min, src.max))
+        name = f"policy {path.parent.parent.parent.name}/{path.parent.parent.name}/{path.parent.name}"
+        out[name] = (np.asarray(scores, np.float64), trained_on, taste)
+    return out
+
+
 def grounded_case(ds: Dataset, rater: Rater, name: str, seed: int, sizes: dict) -> dict:
     """The proof as a case of the suite: its headline (the rater's Kendall tau, protocol A, with its bootstrap
     interval) as the score, everything in the detail."""
+    why = not_grounded(ds)
+    if why:
+        return {"skipped": why}
+    policies = trained_policies(ds, sizes["grounded_policies"]) if sizes.get("grounded_policies") else None
     proof = grounded_proof(
         ds, rater, name, seed=seed, k=sizes["grounded_k"], retrieval=sizes["people_retrieval"], memory_k=sizes["k"],
-        boots=sizes["grounded_boots"], perms=sizes["grounded_perms"],
+        boots=sizes["grounded_boots"], perms=sizes["grounded_perms"], max_pos=sizes["grounded_max_pos"],
+        calib_per_user=sizes["grounded_calibration"], extra_recommenders=policies,
     )  # fmt: skip
     if "skipped" in proof:
         return proof

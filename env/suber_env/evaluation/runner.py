@@ -118,6 +118,9 @@ def evaluate(
     grounded_k: int = 5,
     grounded_boots: int = 1000,
     grounded_perms: int = 200,
+    grounded_max_pos: int = 20,
+    grounded_calibration: int = 50,
+    grounded_policies: tuple[str | Path, ...] = (),
     controls: tuple[str, ...] = ("random",),
     block_size: int = 256,
     ray: str | RayOptions | None = None,
@@ -159,6 +162,9 @@ def evaluate(
         grounded_k=grounded_k,
         grounded_boots=grounded_boots,
         grounded_perms=grounded_perms,
+        grounded_max_pos=grounded_max_pos,
+        grounded_calibration=grounded_calibration,
+        grounded_policies=[str(p) for p in grounded_policies],
     )
     # the evaluated rater: plan the suite's requests, rate the blocks the store lacks, score from the store
     store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)

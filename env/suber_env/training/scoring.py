@@ -25,7 +25,7 @@ def history_observation(space, ds, users: np.ndarray, items: list[np.ndarray], r
     n, hlen = len(users), space["history_items"].shape[0]
     obs = {
         "user_id": users[:, None].astype(np.int64),
-        "user_features": np.stack([ds.age[users], ds.sex[users]], axis=1).astype(np.float32),
+        "user_features": np.stack([np.maximum(ds.age[users], 0), ds.sex[users]], axis=1).astype(np.float32),
         "history_items": np.full((n, hlen), -1, np.int64),
         "history_ratings": np.zeros((n, hlen), np.float32),
         "history_counts": np.zeros((n, hlen), np.int32),
