@@ -119,7 +119,7 @@ def test_both_domains_load_side_by_side_in_one_definitions():
     # drawn from the ratings), never the movies'
     parents = {dg.AssetKey(["books", "items"]), dg.AssetKey(["books", "ratings"])}
     assert graph.get(dg.AssetKey(["books", "users"])).parent_keys == parents
-    assert graph.get(dg.AssetKey("users")).parent_keys == {dg.AssetKey("items")}
+    assert graph.get(dg.AssetKey("users")).parent_keys == {dg.AssetKey("items"), dg.AssetKey("ratings")}
     assert graph.get(dg.AssetKey(["books", "users"])).group_name == "books_users"
     books_job = {k.to_user_string() for k in defs.resolve_job_def("books_build_all").asset_layer.executable_asset_keys}
     assert "books/users" in books_job and not any(not k.startswith("books/") for k in books_job)
