@@ -56,6 +56,15 @@ def real_movies_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def server():
+    """An OpenAI-compatible completions server on 127.0.0.1 (openai_stub.py): (base URL, calls received)."""
+    from openai_stub import completions_server
+
+    with completions_server() as running:
+        yield running
+
+
+@pytest.fixture
 def movies_copy(movies_dir, tmp_path) -> Path:
     """A private copy of the built sample, for tests that change or remove its files."""
     return Path(shutil.copytree(movies_dir, tmp_path / "sample", ignore=shutil.ignore_patterns("*.duckdb", "*.png")))

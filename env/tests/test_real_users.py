@@ -97,3 +97,23 @@ def test_grounded_proof_on_the_dataset_split(real_movies_dir):
     res = grounded_proof(ds, oracle, "oracle", k=2, boots=50, perms=20)
     assert set(res["simulators"]) == {"random", "oracle", "oracle_shuffled", "cf"}
     assert res["protocol"]["source_scale"] == "half stars 0.5-5" and res["protocol"]["users"]["A"] == ds.n_users
+
+
+def test_grounded_case_with_the_openai_rater_over_loopback(real_movies_dir, server, tmp_path):
+    """The openai rater through the same path (an OpenAI-compatible server on 127.0.0.1 answering with
+    log-probabilities): every pair of a batch in one request, the real persona and history in each prompt."""
+    from suber_env.evaluation import evaluate
+
+    url, calls = server
+    sizes = dict(grounded_k=2, grounded_boots=20, grounded_perms=10, grounded_max_pos=2, grounded_calibration=3)
+    res = evaluate(
+        real_movies_dir, "openai", tmp_path / "ev", ("grounded",), model="served-model", base_url=url, **sizes
+    )
+    got = res["results"]["openai"]["grounded"]
+    sims = got["detail"]["simulators"]
+    assert set(sims) == {"random", "openai", "openai_shuffled", "cf"} and -1 <= got["score"] <= 1
+    prompts = [p for c in calls for p in c["body"]["prompt"]]
+    assert len(prompts) == sims["openai"]["cost"]["pairs_rated"] + sims["openai_shuffled"]["cost"]["pairs_rated"]
+    assert max(len(c["body"]["prompt"]) for c in calls) > 1  # batched
+    assert all("is one of the real people who rated these films" in p for p in prompts)
+    assert "openai_shuffled" in (tmp_path / "ev" / "report.md").read_text()

@@ -189,12 +189,12 @@ def write_report(out: Path, results: dict[str, dict[str, dict]], settings: dict)
            "| Source | Protocol | Figure |", "|---|---|---|"]  # fmt: skip
     md += [f"| {a} | {b} | {c} |" for a, b, c in ANCHORS] + [""]
     for rater, res in slim.items():
-        md.append(f"## {rater}")
-        for c, d in res.items():
-            if c == "grounded" and "detail" in d:
-                continue  # its own section above
-            md.append(f"- **{TITLES[c]}**: " + (d["skipped"] if "skipped" in d else json.dumps(d["detail"])))
-        md.append("")
+        lines = [
+            f"- **{TITLES[c]}**: " + (d["skipped"] if "skipped" in d else json.dumps(d["detail"]))
+            for c, d in res.items()
+            if not (c == "grounded" and "detail" in d)  # its own section above
+        ]
+        md += [f"## {rater}", *lines, ""] if lines else []
     md += [f"![{p}]({p})" for p in plots]
     _atomic_text(out / "report.md", "\n".join(md) + "\n")
     return out
