@@ -110,7 +110,10 @@ def plot_real_population(sample: dict, population: dict, fit: dict, split: dict,
     """A real-user sample against the release's whole population (it is a sample of it): rating counts with the
     Pareto fit, users' mean ratings, liked-genre shares, and the split sizes. ``sample`` / ``population``: arrays
     ``counts`` and ``means`` and the dict ``liked`` (genre -> share of users)."""
-    fig, axes = figure(2, 2, size=(11, 8))
+    known = [s for s in sample["demo"]["sex"] if s != "U"]
+    fig, axes = figure(2, 3 if known else 2, size=(16 if known else 11, 8))
+    if known:  # the release records demographics: the sample's against the whole release's
+        _demographics(axes[0, 2], axes[1, 2], sample["demo"], population["demo"])
     ax = axes[0, 0]
     lo = max(fit["x_min"], 1)
     bins = np.logspace(np.log10(lo) - 0.01, np.log10(max(population["counts"].max(), 2 * lo)) + 0.01, 30)
@@ -145,3 +148,31 @@ def plot_real_population(sample: dict, population: dict, fit: dict, split: dict,
     ax.set_title(f"{split['sampled_users']:,} users of {split['eligible_users']:,} eligible", fontsize=9)
     fig.suptitle(title)
     return save(fig, path)
+
+
+def _demographics(sex_ax, age_ax, sample: dict, population: dict) -> None:
+    labels = ["M", "F", "U"]
+    x = np.arange(len(labels))
+    for offset, data, colour, label in ((-0.2, population, GREY, "release"), (0.2, sample, BLUE, "sample")):
+        sexes = list(data["sex"])
+        sex_ax.bar(x + offset, [100 * sexes.count(s) / max(len(sexes), 1) for s in labels], width=0.4,
+                   color=colour, label=label)  # fmt: skip
+    sex_ax.set_xticks(x, ["male", "female", "not recorded"])
+    sex_ax.set_ylabel("% of users")
+    sex_ax.legend(fontsize=8)
+    groups = sorted({g for d in (sample, population) for g in _age_labels(d)})
+    y = np.arange(len(groups))
+    for offset, data, colour, label in ((-0.2, population, GREY, "release"), (0.2, sample, BLUE, "sample")):
+        ages = _age_labels(data)
+        age_ax.barh(y + offset, [100 * ages.count(g) / max(len(ages), 1) for g in groups], height=0.4, color=colour,
+                    label=label)  # fmt: skip
+    age_ax.set_yticks(y, groups, fontsize=8)
+    age_ax.set_xlabel("% of users by age (group)")
+
+
+def _age_labels(data: dict) -> list[str]:
+    """Each user's age group as the release records it (ml-1m), or the decade of an exact age (ml-100k)."""
+    out = []
+    for age, group in zip(data["age"], data["age_group"], strict=True):
+        out.append(group if group else f"{10 * (int(age) // 10)}s" if age is not None else "not recorded")
+    return out

@@ -342,9 +342,10 @@ def build_real_population(dataset_dir: Path, settings: RealSettings) -> RealPopu
     pop_liked, _ = pick_tastes(pop_score, pop_cnt, vocab, r.scale)
     active = everyone["n"] > 0
     plot_data = {
-        "sample": {"counts": counts[chosen], "means": mine["mean"], "liked": _shares(liked)},
-        "population": {"counts": counts[counts > 0], "means": everyone["mean"][active], "liked": _shares(pop_liked)},
-    }
+        "sample": {"counts": counts[chosen], "means": mine["mean"], "liked": _shares(liked), "demo": demo},
+        "population": {"counts": counts[counts > 0], "means": everyone["mean"][active], "liked": _shares(pop_liked),
+                       "demo": demographics(dataset_dir, r.source_ids)},
+    }  # fmt: skip
     return RealPopulation(users, user_ratings, stats, plot_data)
 
 

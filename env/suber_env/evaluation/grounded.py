@@ -68,6 +68,9 @@ def grounded_split(ds: Dataset) -> GroundedSplit:
     )
 
 
+CHUNK = 256  # requests per rater call: one batch for the rater, one step of the progress bar
+
+
 class RaterSimulator:
     """A rater as a Simulator: every user's memory starts from their real history (as the env starts it), the
     env's retrieval picks what the prompt shows, and the rater's distribution is mapped onto the source's bins."""
@@ -101,8 +104,24 @@ class RaterSimulator:
         reqs = [self.requests(users[sel], items[sel]) for sel in rounds]  # each round: a user at most once
         if reqs:
             batch = Requests(*(np.concatenate([getattr(r, f) for r in reqs]) for f in Requests.__dataclass_fields__))
-            out[np.concatenate(rounds)] = self.rater.distribution(batch) @ self.bins  # one batched call
+            out[np.concatenate(rounds)] = self._rate(batch) @ self.bins
         return out
+
+    def _rate(self, batch: Requests) -> np.ndarray:
+        """The rater's distributions, in batched calls of ``CHUNK`` requests, with a progress bar on stderr when
+        there is more than one call (an LLM rater on a CPU takes minutes)."""
+        n = len(batch)
+        if n <= CHUNK:
+            return self.rater.distribution(batch)
+        from rich.progress import Progress
+
+        parts = []
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"grounded: {self.rater.name} rating {n:,} pairs", total=n)
+            for start in range(0, n, CHUNK):
+                parts.append(self.rater.distribution(batch.subset(slice(start, start + CHUNK))))
+                bar.advance(task, min(CHUNK, n - start))
+        return np.concatenate(parts)
 
 
 def grounded_proof(
