@@ -17,16 +17,12 @@ if importlib.util.find_spec("suber_env") is None:  # not installed: use the chec
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-@pytest.fixture(scope="session")
-def movies_dir(tmp_path_factory) -> Path:
-    """data/movies/sample as `suber-data build movies --release sample --users 8 --llm template
-    --embedding-model minilm` writes it (offline, in a subprocess): 41 movies, 8 users, all described."""
+def _built_sample(data: Path, *options: str) -> Path:
+    """`suber-data build movies --release sample OPTIONS` run offline in a subprocess (the real builder)."""
     if importlib.util.find_spec("suber_data") is None:
         pytest.skip("suber_data is not installed: the env tests run on folders built by the real builder")
-    data = tmp_path_factory.mktemp("built")
     cmd = "from suber_data.cli.main import app; app()"
-    args = ["build", "movies", "--release", "sample", "--users", "8", "--llm", "template"]
-    args += ["--embedding-model", "minilm", "--data-dir", str(data)]
+    args = ["build", "movies", "--release", "sample", *options, "--data-dir", str(data)]
     env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "SUBER_DATA_CACHE": str(data / "cache")}
     env.pop("SUBER_DATA_MIRROR", None)
     run = subprocess.run(
@@ -34,25 +30,22 @@ def movies_dir(tmp_path_factory) -> Path:
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return data / "movies" / "sample"
+
+
+@pytest.fixture(scope="session")
+def movies_dir(tmp_path_factory) -> Path:
+    """data/movies/sample as `suber-data build movies --release sample --users 8 --llm template
+    --embedding-model minilm` writes it: 41 movies, 8 users, all described."""
+    options = ["--users", "8", "--llm", "template", "--embedding-model", "minilm"]
+    return _built_sample(tmp_path_factory.mktemp("built"), *options)
 
 
 @pytest.fixture(scope="session")
 def real_movies_dir(tmp_path_factory) -> Path:
-    """data/movies/sample with a real-user population: `suber-data build movies --release sample --users 12
-    --profile real --min-history 5 --held-out 3 --llm template` (offline, in a subprocess)."""
-    if importlib.util.find_spec("suber_data") is None:
-        pytest.skip("suber_data is not installed: the env tests run on folders built by the real builder")
-    data = tmp_path_factory.mktemp("built-real")
-    cmd = "from suber_data.cli.main import app; app()"
-    args = ["build", "movies", "--release", "sample", "--users", "12", "--profile", "real"]
-    args += ["--min-history", "5", "--held-out", "3", "--llm", "template", "--data-dir", str(data)]
-    env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "SUBER_DATA_CACHE": str(data / "cache")}
-    env.pop("SUBER_DATA_MIRROR", None)
-    run = subprocess.run(
-        [sys.executable, "-c", cmd, *args], env=env, capture_output=True, text=True, timeout=900, check=False
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return data / "movies" / "sample"
+    """data/movies/sample with a real-user population: `... --users 12 --profile real --min-history 5
+    --held-out 3 --llm template`."""
+    options = ["--users", "12", "--profile", "real", "--min-history", "5", "--held-out", "3", "--llm", "template"]
+    return _built_sample(tmp_path_factory.mktemp("built-real"), *options)
 
 
 @pytest.fixture
