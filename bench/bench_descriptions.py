@@ -190,7 +190,7 @@ def large_model_part(args, decoding: Decoding, device: str, smoke: bool = False)
         model = LlamaForCausalLM(config).to(torch.bfloat16 if device == "cuda" else torch.float32).eval()
     name = "random-init-tiny-llama (SMOKE RUN, not a figure)" if smoke else "random-init-vicuna-7b-arch"
     backend = LocalBackend(BackendInfo("transformers", name, "random"), model, tokenizer, device)
-    users, batch, baseline = (4, 4, 1) if smoke else (args.gpu_users, args.gpu_batch, max(2, args.gpu_users // 32))
+    users, batch, baseline = (2, 2, 1) if smoke else (args.gpu_users, args.gpu_batch, max(2, args.gpu_users // 32))
     compare(f"{name} (random weights, {next(model.parameters()).dtype}), {device}", backend, users, batch, decoding,
             baseline)  # fmt: skip
 

@@ -347,8 +347,10 @@ def bench_gpu_7b(dataset: Path, n: int, smoke: bool = False, device: str = "cuda
     where += ", SMOKE RUN, not a figure" if smoke else ""
     print(f"\n== 3. ratings per second, {name} (RANDOM WEIGHTS, throughput only), {where} ==")
     # SmolLM2's tokenizer and chat template (at smoke size from the tiny model's folder: the same, saved)
-    tok = AutoTokenizer.from_pretrained(tiny_llm()) if smoke else AutoTokenizer.from_pretrained(
-        smollm2_dir(), gguf_file=SMOLLM2_GGUF
+    tok = (
+        AutoTokenizer.from_pretrained(tiny_llm())
+        if smoke
+        else AutoTokenizer.from_pretrained(smollm2_dir(), gguf_file=SMOLLM2_GGUF)
     )
     size = (
         {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -384,7 +386,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (figures in RESULTS.md say when)")
     ap.add_argument("--smoke", action="store_true", help="every part's code at tiny sizes, in seconds (no figures)")
-    ap.add_argument("--smoke-cuda", action="store_true", help="only part 3's code at smoke size, its tiny model on CUDA")
+    ap.add_argument(
+        "--smoke-cuda", action="store_true", help="only part 3's code at smoke size, its tiny model on CUDA"
+    )
     ap.add_argument("--skip-llm", action="store_true")
     ap.add_argument("--n-llm", type=int, default=32, help="requests rated by the batched path (CPU), 8 per step")
     ap.add_argument("--n-gpu", type=int, default=512, help="requests rated by the batched path (GPU), 64 per step")

@@ -49,14 +49,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_embeddings import make_texts  # noqa: E402
-
-from suber_data.descriptions import generate_descriptions  # noqa: E402
-from suber_data.embeddings import Embedder  # noqa: E402
-from suber_data.embeddings.build import embed_texts  # noqa: E402
-from suber_data.embeddings.cache import VectorCache, text_hashes  # noqa: E402
-from suber_data.scale import RayRunner  # noqa: E402
-from tests.descriptions.helpers import write_users  # noqa: E402
-
 from benchlib import (  # noqa: E402
     SMOKE_BANNER,
     SMOLLM2_GGUF,
@@ -66,6 +58,13 @@ from benchlib import (  # noqa: E402
     smollm2_dir,
     tiny_llm,
 )
+
+from suber_data.descriptions import generate_descriptions  # noqa: E402
+from suber_data.embeddings import Embedder  # noqa: E402
+from suber_data.embeddings.build import embed_texts  # noqa: E402
+from suber_data.embeddings.cache import VectorCache, text_hashes  # noqa: E402
+from suber_data.scale import RayRunner  # noqa: E402
+from tests.descriptions.helpers import write_users  # noqa: E402
 
 # threads of the single process and Ray workers compared in each part, and whether each path also runs small
 # (to separate start-up from the marginal rate); ``--smoke``: one of each, no small runs
@@ -227,14 +226,15 @@ def overhead(cluster: Cluster, work: Path, users: int = 2000, repeat: int = 3, m
     if many:
         per_block = (measured[many] - measured[few]) / (many - few)
         print(f"  added cost per block (({many} blocks - {few} blocks) / {many - few}): {per_block * 1000:.1f} ms")
-    print_ratio(f"template descriptions time, Ray with 2 workers ({few} blocks) vs single process", single / measured[few])
+    print_ratio(
+        f"template descriptions time, Ray with 2 workers ({few} blocks) vs single process", single / measured[few]
+    )
 
 
 def evaluation(cluster: Cluster, work: Path, n: int, smoke: bool) -> None:
     """ratings/s of the evaluation suite's rating blocks; the Ray rows must give the single process's numbers."""
     import ray
     import torch
-
     from suber_env.evaluation import evaluate
     from suber_env.evaluation.ray_rating import RayOptions, connect
 
@@ -289,7 +289,9 @@ def report(title: str, rows: list[tuple[str, float | None, int, float]], n: int,
             line += f" (x{marginal / base_marginal:.2f})"
         print(line)
     # the last row (the most Ray workers) against the first (the single process, one thread)
-    print_ratio(f"{title.split(':')[0]} {unit}/s cold, {rows[-1][0]} vs {rows[0][0]}", (n / rows[-1][3]) / (n / rows[0][3]))
+    print_ratio(
+        f"{title.split(':')[0]} {unit}/s cold, {rows[-1][0]} vs {rows[0][0]}", (n / rows[-1][3]) / (n / rows[0][3])
+    )
 
 
 def main() -> None:

@@ -47,7 +47,9 @@ def main() -> None:
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = args.dataset or (smoke_dataset() if args.smoke else build_movies(Path(tmp), users=40, embedding_model="minilm"))
+        folder = args.dataset or (
+            smoke_dataset() if args.smoke else build_movies(Path(tmp), users=40, embedding_model="minilm")
+        )
         ds = load_dataset(folder)
         vec = _run(SB3VecEnv(SuberVectorEnv(args.num_envs, ds, rater="oracle")), args.steps)
         one = _run(DummyVecEnv([lambda: SuberEnv(ds, rater="oracle")]), args.steps)

@@ -165,7 +165,9 @@ def main() -> int:
         f"ratio: vectorised is {loop_scaled / vector_s:.0f}x faster by wall clock, {cpu_loop / cpu_vector:.0f}x by "
         f"CPU time (goal >= 50x; 1M users < 5 s)"
     )
-    print_ratio(f"users/s, vectorised vs per-user Python loop, {args.users:,} users, wall clock", loop_scaled / vector_s)
+    print_ratio(
+        f"users/s, vectorised vs per-user Python loop, {args.users:,} users, wall clock", loop_scaled / vector_s
+    )
     print_ratio(f"users/s, vectorised vs per-user Python loop, {args.users:,} users, CPU time", cpu_loop / cpu_vector)
     return 0
 

@@ -14,7 +14,8 @@ same command (above 1: better). ``tests/test_bench_smoke.py`` looks for that lin
 Smoke size (``--smoke`` on every benchmark): the same code at tiny sizes, in seconds, to prove it still runs;
 its figures mean nothing. What a smoke run builds (the sample dataset, a tiny model) goes into
 ``smoke_cache()``: the folder named by SUBER_BENCH_SMOKE_CACHE when set (the smoke test sets one per session,
-so the benchmarks share one build), else a temporary folder removed at exit. Where a benchmark runs
+so the benchmarks share one build; a lock file lets the first one build it while the others wait), else a
+temporary folder removed at exit. Where a benchmark runs
 SmolLM2-135M-Instruct, its smoke run loads ``tiny_llm()`` through the same loading code instead: SmolLM2's
 own tokenizer and chat template with a 2-layer random-weight model of its architecture (Llama), since the real
 30 layers cost tens of seconds per benchmark on a small CPU.
@@ -97,9 +98,12 @@ def smoke_cache() -> Path:
 
 def smoke_dataset() -> Path:
     """The packaged sample release with 16 users, as ``build_movies`` builds it, once per smoke cache."""
+    from filelock import FileLock
+
     folder = smoke_cache() / "movies" / "sample"
-    if not (folder / "manifest.json").exists():
-        build_movies(smoke_cache(), users=16)
+    with FileLock(smoke_cache() / "dataset.lock"):
+        if not (folder / "manifest.json").exists():
+            build_movies(smoke_cache(), users=16)
     return folder
 
 
@@ -115,9 +119,16 @@ def tiny_llm() -> Path:
     """A transformers model folder, once per smoke cache: SmolLM2-135M-Instruct's tokenizer and chat template
     (from its GGUF) and a LlamaForCausalLM of SmolLM2's configuration cut to 2 layers of width 64, random weights
     (seed 0). Loaded as any local model is (``from_pretrained(folder)``)."""
+    from filelock import FileLock
+
     folder = smoke_cache() / "tiny-smollm2-architecture"
-    if (folder / "config.json").exists():
-        return folder
+    with FileLock(smoke_cache() / "tiny-llm.lock"):
+        if not (folder / "config.json").exists():
+            _write_tiny_llm(folder)
+    return folder
+
+
+def _write_tiny_llm(folder: Path) -> None:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -142,4 +153,3 @@ def tiny_llm() -> Path:
     LlamaForCausalLM(config).save_pretrained(staging)
     tok.save_pretrained(staging)
     staging.rename(folder)
-    return folder
