@@ -25,8 +25,8 @@ fair whole-machine baseline. Figures in bench/RESULTS.md.
 At smoke size the LLM parts load ``benchlib.tiny_llm()`` (SmolLM2's tokenizer and chat template, a 2-layer
 random-weight model of its architecture) as a local transformers model, the evaluation runs on the smoke sample
 (``benchlib.smoke_dataset()``), and each part runs the single process (one thread) and one Ray worker once, at full
-size only (no small runs, no per-block figure): every actor start costs seconds here, and one worker and one run
-are the same code as two.
+size only (no small runs, no per-block figure), on a one-node cluster: every node and actor start costs seconds
+here, and one worker and one run are the same code as two.
 """
 
 from __future__ import annotations
@@ -85,8 +85,9 @@ def free_port() -> int:
 class Cluster:
     """Head and one more node, each `ray start --block` in its own process group (ended by id on exit)."""
 
-    def __init__(self, temp: Path) -> None:
+    def __init__(self, temp: Path, nodes: int = 2) -> None:
         self.temp = temp
+        self.nodes = nodes
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.processes: list[subprocess.Popen] = []
@@ -110,11 +111,12 @@ class Cluster:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
                     break
             time.sleep(0.5)
-        self._start(["--address", self.address])
+        for _ in range(self.nodes - 1):
+            self._start(["--address", self.address])
         import ray
 
         RayRunner(address=self.address).connect()
-        while time.time() < deadline and sum(n["Alive"] for n in ray.nodes()) < 2:
+        while time.time() < deadline and sum(n["Alive"] for n in ray.nodes()) < self.nodes:
             time.sleep(0.5)
         return self
 
@@ -215,19 +217,21 @@ def overhead(cluster: Cluster, work: Path, users: int = 2000, repeat: int = 3, m
         return min(times)
 
     single = best("single", users, None)
-    runner = RayRunner(address=cluster.address, workers=2)
+    workers = max(SIZES["workers"])
+    runner = RayRunner(address=cluster.address, workers=workers)
     few = 2
     measured = {blocks: best(f"ray{blocks}", users // blocks, runner) for blocks in (few, many) if blocks}
     print(f"\noverhead: template backend (no model), {users} users, best of {repeat}")
     print(f"  single process: {single:.2f} s ({users / single:.0f} users/s)")
     for blocks, seconds in measured.items():
-        print(f"  Ray, 2 workers, {blocks} blocks of {users // blocks}: {seconds:.2f} s")
+        print(f"  Ray, {workers} worker(s), {blocks} blocks of {users // blocks}: {seconds:.2f} s")
     print(f"  fixed cost of a Ray step ({few} blocks minus the single process): {measured[few] - single:.2f} s")
     if many:
         per_block = (measured[many] - measured[few]) / (many - few)
         print(f"  added cost per block (({many} blocks - {few} blocks) / {many - few}): {per_block * 1000:.1f} ms")
     print_ratio(
-        f"template descriptions time, Ray with 2 workers ({few} blocks) vs single process", single / measured[few]
+        f"template descriptions time, Ray with {workers} worker(s) ({few} blocks) vs single process",
+        single / measured[few],
     )
 
 
@@ -317,7 +321,7 @@ def main() -> None:
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     try:
-        with Cluster(temp) as cluster:
+        with Cluster(temp, nodes=max(SIZES["workers"])) as cluster:
             parts = set(args.parts.split(","))
             if "overhead" in parts:
                 overhead(cluster, work, *((40, 1, None) if args.smoke else ()))
