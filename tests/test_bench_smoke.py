@@ -108,6 +108,9 @@ class SmokeRuns:
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "env"), os.environ.get("PYTHONPATH", "")]),
             "HF_HUB_OFFLINE": "1",
             SMOKE_CACHE_ENV: str(cache),
+            # tiny inputs gain nothing from a second thread, and benchmarks side by side on few cores would
+            # spend CPU time spinning in each other's OpenMP pools
+            "OMP_NUM_THREADS": "1",
         }
         self.pool = ThreadPoolExecutor(CONCURRENCY)
         self.runs: dict[tuple[str, tuple[str, ...]], Future] = {
