@@ -3,6 +3,7 @@
     python bench/bench_books_ingest.py                 # scale 0.01: 30,000 Kaggle reviews (~29 MB)
     python bench/bench_books_ingest.py --scale 1       # the real size: 3,000,000 reviews (~2.9 GB)
     python bench/bench_books_ingest.py --amazon2023-rows 29000000   # + Amazon 2023 Books.jsonl.gz (its real row count)
+    python bench/bench_books_ingest.py --smoke         # 3,000 + 2,000 rows, in the smoke cache: the code, no figures
 
 Both suber-data readers run as the build runs them (profiles.work_connection: a database file under the
 1 GB memory limit). Kaggle: load_ratings (DuckDB read_csv) against pandas read_csv. Amazon Reviews 2023:
@@ -37,6 +38,9 @@ SHARED = (
     / "data"
     / "books_sources"
 )
+sys.path.insert(0, str(REPO / "bench"))
+from benchlib import SMOKE_BANNER, print_ratio, smoke_cache  # noqa: E402
+
 FULL_ROWS = 3_000_000
 BLOCK_2023 = 100_000  # rows per gzip member of the generated 2023 file
 
@@ -182,24 +186,31 @@ def main() -> None:
     )
     parser.add_argument("--pandas-cap-gb", type=float, default=12.0, help="address-space cap of the pandas 2023 child")
     parser.add_argument("--skip-kaggle", action="store_true", help="run only the Amazon 2023 half")
+    parser.add_argument("--smoke", action="store_true", help="3,000 Kaggle and 2,000 2023 rows: the code, no figures")
     args = parser.parse_args()
+    if args.smoke:
+        print(SMOKE_BANNER)
+        args.scale, args.amazon2023_rows, args.cache = 0.001, 2_000, smoke_cache() / "books-ingest"
+    if not (SHARED / "Books_rating_head.csv").exists():
+        raise SystemExit(f"{SHARED / 'Books_rating_head.csv'} is absent: the generated inputs recombine its rows")
     if not args.skip_kaggle:
         rows = int(FULL_ROWS * args.scale)
         path = generate(args.cache / f"Books_rating-{rows}.csv", rows)
         print(f"input: {path} ({rows:,} reviews, {path.stat().st_size / 1e6:,.0f} MB)")
-        _compare(path.stat().st_size, lambda: run("suber-data", path), lambda: run("pandas", path))
+        _compare("Kaggle reviews", path.stat().st_size, lambda: run("suber-data", path), lambda: run("pandas", path))
     if args.amazon2023_rows:
         rows = args.amazon2023_rows
         path = generate_2023(args.cache / f"Books-2023-{rows}.jsonl.gz", rows)
         print(f"input: {path} ({rows:,} Amazon 2023 reviews, {path.stat().st_size / 1e6:,.0f} MB gzip)")
         _compare(
+            "Amazon 2023 reviews",
             path.stat().st_size,
             lambda: run("suber-data-2023", path),
             lambda: run("pandas-2023", path, args.pandas_cap_gb),
         )
 
 
-def _compare(size: int, ours_run, base_run) -> None:
+def _compare(label: str, size: int, ours_run, base_run) -> None:
     """Run both sides one after the other; print time, CPU time, input MB/s, peak memory, the load average."""
     load = os.getloadavg()[0]
     ours, base = ours_run(), base_run()
@@ -220,6 +231,10 @@ def _compare(size: int, ours_run, base_run) -> None:
             f"ratio: {base['seconds'] / ours['seconds']:.1f}x time, {base['cpu'] / ours['cpu']:.1f}x CPU time, "
             f"{base['peak_mb'] / ours['peak_mb']:.1f}x less memory"
         )
+        print_ratio(f"{label} ingest time, suber-data vs pandas", base["seconds"] / ours["seconds"])
+        print_ratio(f"{label} ingest peak memory, suber-data vs pandas", base["peak_mb"] / ours["peak_mb"])
+    elif ours["rows"] >= 0:  # pandas did not finish: no ratio, but say so in the ratio line's place
+        print(f"ratio {label} ingest: none, pandas did not finish (suber-data did)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ truncated, then every row check) on the first attempt, users still without one a
 total seconds, and the ratio new/baseline.
 
     python bench/bench_description_constraints.py [--users 100] [--batch 16] [--attempts 3] [--max-tokens 300]
+    python bench/bench_description_constraints.py --smoke   # 2 users, 1 attempt, a tiny model: the code, no figures
+
+At smoke size the model is ``benchlib.tiny_llm()`` (SmolLM2's tokenizer and chat template, a 2-layer random-weight
+model of its architecture), loaded as any local transformers model. The users are those of
+``bench_descriptions.requests_for``: sampled by the build's own users step.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from suber_data.descriptions.backends import Output, describe, open_backend  # n
 from suber_data.descriptions.checks import Bounds  # noqa: E402
 from suber_data.descriptions.generate import finalize  # noqa: E402
 from suber_data.descriptions.program import Choice, Decoding, attempt_seed, guidance_program, parse_output  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import SMOKE_BANNER, print_ratio, tiny_llm  # noqa: E402
 
 
 def baseline_program(request, decoding: Decoding):
@@ -86,11 +94,16 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=300)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--smoke", action="store_true", help="2 users, 1 attempt, a tiny model: the code, no figures")
     args = parser.parse_args()
+    if args.smoke:
+        print(SMOKE_BANNER)
+        args.users, args.batch, args.attempts, args.max_tokens = 2, 2, 1, 40
     if args.threads:
         torch.set_num_threads(args.threads)
     decoding = Decoding(max_tokens=args.max_tokens)
-    backend = open_backend(describe("smollm2"), device="cpu")
+    info = describe("transformers", model=str(tiny_llm())) if args.smoke else describe("smollm2")
+    backend = open_backend(info, device="cpu")
     requests = requests_for(backend.info, args.users, decoding)
     results = {}
     for label, program in (("baseline (generate-and-retry)", baseline_program), ("by construction", guidance_program)):
@@ -101,6 +114,7 @@ def main() -> None:
         )
     base, new = results.values()
     print(f"ratio by-construction/baseline seconds: {new['seconds'] / base['seconds']:.2f}")
+    print_ratio("description time, by construction vs generate-and-retry", base["seconds"] / new["seconds"])
 
 
 if __name__ == "__main__":

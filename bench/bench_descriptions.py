@@ -5,7 +5,15 @@ in the same command. The CPU part uses the real SmolLM2-135M-Instruct (llm-smoll
 only when CUDA is present, with a randomly initialised 7B model of Vicuna-7B's (Llama) architecture
 (random weights: a throughput figure, not a quality one; named ``random-init-vicuna-7b-arch``).
 
+The users are sampled by the build's own users step (``suber_data.users``: census profile, seed 42), so the
+requests are those a build would send.
+
     python bench/bench_descriptions.py [--users 16] [--batch 16] [--max-tokens 64] [--threads N] [--no-gpu]
+    python bench/bench_descriptions.py --smoke        # both parts' code at tiny sizes on the CPU (no figures)
+    python bench/bench_descriptions.py --smoke-cuda   # the GPU part's code at tiny size, on CUDA
+
+At smoke size the CPU part loads ``benchlib.tiny_llm()`` (SmolLM2's tokenizer and chat template, a 2-layer
+random-weight model of its architecture) as a local transformers model, and the GPU part builds a 2-layer Llama.
 """
 
 from __future__ import annotations
@@ -29,24 +37,15 @@ from suber_data.descriptions.program import (  # noqa: E402
     parse_output,
 )
 from suber_data.descriptions.templates import load_template  # noqa: E402
+from suber_data.users.build import UsersConfig, sample  # noqa: E402
 
-JOBS = ["Nurse", "retired", "student", "Carpenter", "schoolchild", "Software Engineer", "Teacher", "Chef"]
-HOBBIES = ["Gardening", "Fishing", "Painting", "Chess", "Swimming", "Cycling", "Baking", "Surfing"]
-GENRES = ["comedy", "drama", "romance", "animated", "horror", "crime", "action", "fantasy", "thriller"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import SMOKE_BANNER, SMOLLM2_GGUF, print_ratio, smollm2_dir, tiny_llm  # noqa: E402
 
 
 def users(n: int) -> list[dict]:
-    out = []
-    for i in range(n):
-        out.append(
-            {
-                "user_id": i, "first_name": f"Person{i}", "last_name": "Example", "sex": "MF"[i % 2],
-                "age": 20 + (i * 7) % 50, "occupation": JOBS[i % len(JOBS)], "hobby": HOBBIES[(i * 3) % len(HOBBIES)],
-                "liked": [GENRES[(i + k) % len(GENRES)] for k in range(3)], "disliked": [GENRES[(i + 5) % len(GENRES)]],
-                "seed": 1,
-            }
-        )  # fmt: skip
-    return out
+    """``n`` users as the build's users step samples them (census profile, seed 42): rows of ``users.parquet``."""
+    return sample(UsersConfig(count=n, seed=42)).to_arrow().to_pylist()
 
 
 def requests_for(info: BackendInfo, n: int, decoding: Decoding):
@@ -119,6 +118,7 @@ def compare(label: str, backend, n: int, batch: int, decoding: Decoding, baselin
         f"{g_tok / g_sec:.1f} tokens/s"
     )
     print(f"ratio (users/s): {b_ups / g_ups:.2f}x   ratio (tokens/s): {(b_tok / b_sec) / (g_tok / g_sec):.2f}x")
+    print_ratio(f"{label.split(' ')[0]} users/s, batched engine vs guidance one at a time", b_ups / g_ups)
 
 
 def main() -> None:
@@ -133,30 +133,48 @@ def main() -> None:
     parser.add_argument("--gpu-users", type=int, default=256)
     parser.add_argument("--gpu-batch", type=int, default=128)
     parser.add_argument("--arch-smoke", action="store_true", help="run the GPU part's code with tiny shapes on CPU")
+    parser.add_argument("--smoke", action="store_true", help="both parts' code at tiny sizes on the CPU: no figures")
+    parser.add_argument("--smoke-cuda", action="store_true", help="the GPU part's code at tiny size, on CUDA")
     args = parser.parse_args()
+    if args.smoke or args.smoke_cuda:
+        print(SMOKE_BANNER)
+        args.users, args.batch, args.baseline_users, args.max_tokens = 2, 2, 1, 16
     if args.threads:
         torch.set_num_threads(args.threads)
     decoding = Decoding(temperature=args.temperature, max_tokens=args.max_tokens)
     print(f"torch {torch.__version__}, CPU threads {torch.get_num_threads()}, CUDA {torch.cuda.is_available()}")
     print(f"settings: temperature {decoding.temperature}, max_tokens {decoding.max_tokens}")
 
-    smol = open_backend(describe("smollm2"), device="cpu")
-    compare("SmolLM2-135M-Instruct (GGUF Q4_1 dequantised to float32), CPU", smol, args.users, args.batch, decoding,
-            args.baseline_users or args.users)  # fmt: skip
+    if args.smoke_cuda:
+        large_model_part(args, decoding, "cuda", smoke=True)
+        return
+    if args.smoke:  # the same loading code as any local model, on a tiny one
+        smol = open_backend(describe("transformers", model=str(tiny_llm())), device="cpu")
+        label = "tiny-smollm2-architecture (random weights, SMOKE RUN, not a figure), CPU"
+    else:
+        smol = open_backend(describe("smollm2"), device="cpu")
+        label = "SmolLM2-135M-Instruct (GGUF Q4_1 dequantised to float32), CPU"
+    compare(label, smol, args.users, args.batch, decoding, args.baseline_users or args.users)
     smol.close()
 
-    if args.arch_smoke:  # the GPU part's code path, with tiny shapes on the CPU (no figures worth keeping)
+    if args.arch_smoke or args.smoke:  # the GPU part's code path, with tiny shapes on the CPU (no figures)
         large_model_part(args, decoding, "cpu", smoke=True)
     elif torch.cuda.is_available() and not args.no_gpu:
         large_model_part(args, decoding, "cuda")
 
 
 def large_model_part(args, decoding: Decoding, device: str, smoke: bool = False) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from suber_data.descriptions.local import LocalBackend
 
-    tokenizer = open_backend(describe("smollm2"), device="cpu").tokenizer
+    # SmolLM2's tokenizer and chat template (at smoke size from the tiny model's folder: the same, saved)
+    if smoke:
+        tokenizer = AutoTokenizer.from_pretrained(tiny_llm())
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(smollm2_dir(), gguf_file=SMOLLM2_GGUF)
+    if tokenizer.pad_token_id is None:  # as LocalBackend sets it, before the config reads it
+        tokenizer.pad_token = tokenizer.eos_token
     shapes = (
         dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4)
         if smoke  # Vicuna-7B v1.5 (Llama 2 7B) shapes below
@@ -170,11 +188,11 @@ def large_model_part(args, decoding: Decoding, device: str, smoke: bool = False)
     torch.manual_seed(0)
     with torch.device(device):
         model = LlamaForCausalLM(config).to(torch.bfloat16 if device == "cuda" else torch.float32).eval()
-    name = "random-init-tiny-llama (smoke)" if smoke else "random-init-vicuna-7b-arch"
+    name = "random-init-tiny-llama (SMOKE RUN, not a figure)" if smoke else "random-init-vicuna-7b-arch"
     backend = LocalBackend(BackendInfo("transformers", name, "random"), model, tokenizer, device)
-    users, batch = (8, 4) if smoke else (args.gpu_users, args.gpu_batch)
+    users, batch, baseline = (2, 2, 1) if smoke else (args.gpu_users, args.gpu_batch, max(2, args.gpu_users // 32))
     compare(f"{name} (random weights, {next(model.parameters()).dtype}), {device}", backend, users, batch, decoding,
-            max(2, users // 32))  # fmt: skip
+            baseline)  # fmt: skip
 
 
 if __name__ == "__main__":

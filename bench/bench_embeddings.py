@@ -8,7 +8,10 @@
 4. only when CUDA is present: encoding throughput of a sentence-t5-base-shaped model (random weights) on the GPU.
 
     python bench/bench_embeddings.py            # the figures in bench/RESULTS.md
-    python bench/bench_embeddings.py --quick    # smaller sizes, a smoke run
+    python bench/bench_embeddings.py --quick    # smaller sizes
+    python bench/bench_embeddings.py --smoke    # every part's code at tiny sizes, in seconds (no figures); part 4
+                                                # with a 2-layer T5 encoder of width 64 on the CPU (--smoke-cuda:
+                                                # only part 4, on CUDA)
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from suber_data.artifacts.io import write_parquet  # noqa: E402
+from suber_data.artifacts.schemas import MOVIE_ITEMS  # noqa: E402
 from suber_data.embeddings import Embedder, build_item_embeddings, top_k  # noqa: E402
 from suber_data.embeddings.similarity import _select_top  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "data" / "suber" / "movies"
+sys.path.insert(0, str(ROOT / "bench"))
+from benchlib import SHARED_DATA, SMOKE_BANNER, print_ratio  # noqa: E402
+
+SHARED = SHARED_DATA / "suber" / "movies"
 
 
 def seed_sentences() -> list[str]:
@@ -67,6 +74,7 @@ def timed(fn, repeat: int = 1) -> float:
 
 def row(name: str, ours: str, baseline: str, ratio: float) -> None:
     print(f"  {name:<44} {ours:>22} {baseline:>24} {ratio:>9.1f}x")
+    print_ratio(name, ratio)
 
 
 def header(title: str) -> None:
@@ -89,10 +97,17 @@ def bench_encoding(embedder: Embedder, n_batched: int, n_loop: int) -> None:
 
 
 def items_table(texts: list[str]) -> pa.Table:
+    """An items table in the published movies schema (``MOVIE_ITEMS``): ids, titles and the texts as overviews,
+    every optional column null."""
     n = len(texts)
-    return pa.table(
-        {"item_id": pa.array(np.arange(n, dtype=np.int32)), "title": [f"Film {i}" for i in range(n)], "overview": texts}
-    )
+    given = {
+        "item_id": pa.array(np.arange(n, dtype=np.int32)),
+        "movielens_id": pa.array(np.arange(1, n + 1, dtype=np.int32)),
+        "title": pa.array([f"Film {i}" for i in range(n)]),
+        "overview": pa.array(texts),
+        "ml_rating_count": pa.array(np.zeros(n, dtype=np.int32)),
+    }
+    return pa.table({f.name: given.get(f.name, pa.nulls(n, f.type)) for f in MOVIE_ITEMS}, schema=MOVIE_ITEMS)
 
 
 def bench_rebuild(embedder: Embedder, n: int) -> None:
@@ -100,14 +115,14 @@ def bench_rebuild(embedder: Embedder, n: int) -> None:
     texts = make_texts(n, seed=2)
     with tempfile.TemporaryDirectory() as tmp:
         data, cache = Path(tmp) / "ds", Path(tmp) / "cache"
-        write_parquet(items_table(texts), data / "items.parquet")
+        write_parquet(items_table(texts), data / "items.parquet", MOVIE_ITEMS)
         full = timed(lambda: build_item_embeddings(data, embedder, cache_root=cache))
         unchanged = timed(lambda: build_item_embeddings(data, embedder, cache_root=cache))
         rng = np.random.default_rng(3)
         changed_rows = rng.choice(n, size=max(1, n // 100), replace=False)
         for i in changed_rows:
             texts[i] = texts[i] + " Now with a new ending."
-        write_parquet(items_table(texts), data / "items.parquet")
+        write_parquet(items_table(texts), data / "items.parquet", MOVIE_ITEMS)
         start = time.perf_counter()
         result = build_item_embeddings(data, embedder, cache_root=cache)
         rebuild = time.perf_counter() - start
@@ -195,7 +210,14 @@ def bench_top_k(n_items: int, n_queries: int, dim: int, n_loop: int, n_sql: int)
     )
 
 
-def bench_gpu(n: int, device: str = "cuda") -> None:
+# sentence-t5-base's encoder shape; at smoke size a 2-layer encoder of width 64 of the same class
+T5_SHAPES = {
+    "full": {"d_model": 768, "d_kv": 64, "d_ff": 3072, "num_layers": 12, "num_heads": 12},
+    "smoke": {"d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_heads": 4},
+}
+
+
+def bench_gpu(n: int, device: str = "cuda", smoke: bool = False) -> None:
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -217,20 +239,23 @@ def bench_gpu(n: int, device: str = "cuda") -> None:
         PreTrainedTokenizerFast(
             tokenizer_object=tokenizer, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
         ).save_pretrained(hf)
-        config = T5Config(vocab_size=32128, d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12)
+        shape = T5_SHAPES["smoke" if smoke else "full"]
+        config = T5Config(vocab_size=32128, **shape)
         T5EncoderModel(config).save_pretrained(hf)  # sentence-t5-base's encoder shape, random weights
         transformer = models.Transformer(str(hf), max_seq_length=256)
+        width = shape["d_model"]
         modules = [
             transformer,
-            models.Pooling(768, "mean"),
-            models.Dense(768, 768, bias=False, activation_function=torch.nn.Identity()),
+            models.Pooling(width, "mean"),
+            models.Dense(width, width, bias=False, activation_function=torch.nn.Identity()),
             models.Normalize(),
         ]
         SentenceTransformer(modules=modules).save(str(Path(tmp) / "st"))
         where = torch.cuda.get_device_name() if device == "cuda" else device
-        header(f"4. GPU: sentence-t5-base-shaped encoder (random weights), {n:,} texts, {where}")
+        name = "tiny T5 encoder (SMOKE RUN, not a figure)" if smoke else "sentence-t5-base-shaped encoder"
+        header(f"4. GPU: {name} (random weights), {n:,} texts, {where}")
         embedder = Embedder(str(Path(tmp) / "st"), device=device)
-        embedder.encode(texts[:64])
+        embedder.encode(texts[:64])  # warm-up
         batched = timed(lambda: embedder.encode(texts))
         loop_n = min(200, n)
         loop = timed(lambda: [embedder.encode([t], batch_size=1) for t in texts[:loop_n]])
@@ -253,29 +278,40 @@ def bench_gpu(n: int, device: str = "cuda") -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="minilm", help="embedding model for parts 1-2 (default: minilm, offline)")
-    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, part 4 on the CPU: the code, no figures")
+    parser.add_argument("--smoke-cuda", action="store_true", help="only part 4 at smoke size, on CUDA")
     parser.add_argument("--only", choices=["encoding", "rebuild", "topk", "gpu"], action="append")
     args = parser.parse_args()
+    if args.smoke_cuda:
+        args.smoke, args.only = True, ["gpu"]
     only = set(args.only or ["encoding", "rebuild", "topk", "gpu"])
     q = args.quick
+    if args.smoke:
+        print(SMOKE_BANNER)
     embedder = Embedder(args.model) if only & {"encoding", "rebuild"} else None
     if embedder is not None:
         _ = embedder.model
     print(f"bench_embeddings: numpy {np.__version__}, pyarrow {pa.__version__}, quick={q}")
+    smoke = args.smoke
     if "encoding" in only:
-        bench_encoding(embedder, n_batched=128 if q else 512, n_loop=16 if q else 64)
+        n_batched, n_loop = (8, 2) if smoke else (128, 16) if q else (512, 64)
+        bench_encoding(embedder, n_batched=n_batched, n_loop=n_loop)
     if "rebuild" in only:
-        bench_rebuild(embedder, n=300 if q else 2000)
+        bench_rebuild(embedder, n=20 if smoke else 300 if q else 2000)
     if "topk" in only:
         bench_top_k(
-            n_items=10_000 if q else 100_000,
-            n_queries=1_000 if q else 10_000,
+            n_items=2_000 if smoke else 10_000 if q else 100_000,
+            n_queries=100 if smoke else 1_000 if q else 10_000,
             dim=768,
-            n_loop=2 if q else 10,
-            n_sql=3 if q else 10,
+            n_loop=1 if smoke else 2 if q else 10,
+            n_sql=1 if smoke else 3 if q else 10,
         )
     if "gpu" in only:
-        bench_gpu(n=2_000 if q else 20_000)
+        if smoke:
+            bench_gpu(n=16, device="cuda" if args.smoke_cuda else "cpu", smoke=True)
+        else:
+            bench_gpu(n=2_000 if q else 20_000)
 
 
 if __name__ == "__main__":

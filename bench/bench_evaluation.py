@@ -1,14 +1,16 @@
 """Evaluation throughput: ratings/s of the fidelity suite's requests through the batched TransformersRater
 against the same requests one at a time (``distribution_one_by_one``), same SmolLM2 model and prompts, CPU.
 
+The dataset is the packaged sample release built offline by the real builder (8 users, MiniLM embeddings), or
+``--dataset DIR``. ``--smoke``: 4 ratings on the smoke sample with ``benchlib.tiny_llm()`` (SmolLM2's tokenizer,
+a 2-layer random-weight model of its architecture) in place of SmolLM2: the code, in seconds, no figures.
+
     PYTHONPATH=$PWD:$PWD/env HF_HUB_OFFLINE=1 python bench/bench_evaluation.py --ratings 32
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -16,38 +18,49 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "env" / "tests"))
-
-
-def build_sample(data: Path) -> Path:
-    """The packaged sample release, built offline by the real builder (41 movies, 8 users)."""
-    env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "suber_data.cli.main", "build", "movies", "--release", "sample", "--users", "8"]
-    cmd += ["--llm", "template", "--embedding-model", "minilm", "--data-dir", str(data)]
-    subprocess.run(cmd, check=True, env=env, capture_output=True)
-    return data / "movies" / "sample"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import (  # noqa: E402
+    SMOKE_BANNER,
+    SMOLLM2_GGUF,
+    build_movies,
+    print_ratio,
+    smoke_dataset,
+    smollm2_dir,
+    tiny_llm,
+)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ratings", type=int, default=32, help="requests rated by each path")
     ap.add_argument("--dataset", type=Path, help="a built dataset folder (default: build the sample release offline)")
+    ap.add_argument("--smoke", action="store_true", help="4 ratings with a tiny model: the code, no figures")
     args = ap.parse_args()
+    if args.smoke:
+        print(SMOKE_BANNER)
+        args.ratings = 4
 
-    import conftest  # the SmolLM2 locator the env tests use
     import torch
     from suber_env import load_dataset, make_rater
     from suber_env.evaluation.personas import genre_persona, write_persona_dataset
     from suber_env.evaluation.stats import cold_requests
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    d = conftest.smollm2_dir()
-    tok = AutoTokenizer.from_pretrained(d, gguf_file=conftest.SMOLLM2_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=conftest.SMOLLM2_GGUF, dtype=torch.float32)
+    if args.smoke:
+        model_dir, extra = tiny_llm(), {}
+    else:
+        model_dir, extra = smollm2_dir(), {"gguf_file": SMOLLM2_GGUF}
+    tok = AutoTokenizer.from_pretrained(model_dir, **extra)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **extra)
 
     with tempfile.TemporaryDirectory() as tmp:
-        ds = load_dataset(args.dataset or build_sample(Path(tmp)))
+        if args.dataset:
+            folder = args.dataset
+        elif args.smoke:
+            folder = smoke_dataset()
+        else:
+            folder = build_movies(Path(tmp), users=8, embedding_model="minilm")
+        ds = load_dataset(folder)
         g = ds.genre_vocab
         personas = [genre_persona(g[i], [g[(i + 1) % len(g)], g[(i + 2) % len(g)]], ds.domain) for i in range(len(g))]
         pds = write_persona_dataset(ds, personas, Path(tmp) / "personas")
@@ -65,6 +78,7 @@ def main() -> None:
     print(f"batched:    {n / t_batch:8.2f} ratings/s ({t_batch:.1f} s for {n})")
     print(f"one by one: {n / t_one:8.2f} ratings/s ({t_one:.1f} s for {n})")
     print(f"speed-up: {t_one / t_batch:.2f}x; max |p_batch - p_one| = {np.abs(p_batch - p_one).max():.2e}")
+    print_ratio("evaluation ratings/s, batched distribution vs distribution_one_by_one", t_one / t_batch)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ peak memory (ru_maxrss of that process) is measured separately. Two inputs:
 - a generated ml-32m-sized ratings.csv (32,000,204 rows in the real format; movies.csv of 87,585 rows).
 
     python bench/bench_ingest.py [--rows 32000204] [--skip-large]
+    python bench/bench_ingest.py --smoke     # ml-latest-small and 10,000 generated ratings: the code, no figures
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_ZIP = ROOT.parent / "shared" / "data" / "movielens" / "ml-latest-small.zip"
+sys.path.insert(0, str(ROOT / "bench"))
+from benchlib import ML_LATEST_SMALL as SHARED_ZIP  # noqa: E402
+from benchlib import SMOKE_BANNER, print_ratio  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -63,6 +66,8 @@ def compare(label: str, src: Path, work: Path) -> dict:
         f"pandas {base['seconds']:7.2f} s {base['peak_mb']:7.0f} MB | "
         f"{speed:4.1f}x faster, {memory:4.1f}x less peak memory"
     )
+    print_ratio(f"ingest time, {label.strip()}, suber-data vs pandas", speed)
+    print_ratio(f"ingest peak memory, {label.strip()}, suber-data vs pandas", memory)
     return {"label": label, "suber": ours, "pandas": base, "speedup": speed, "memory_ratio": memory}
 
 
@@ -88,7 +93,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=32_000_204)
     parser.add_argument("--skip-large", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="10,000 generated ratings: the code, no figures")
     args = parser.parse_args()
+    if args.smoke:
+        print(SMOKE_BANNER)
+        args.rows = 10_000
     print(f"machine: {os.cpu_count()} CPU cores, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -104,7 +113,7 @@ def main() -> None:
             generate_ml32m(work / "ml-32m", args.rows)
             size = (work / "ml-32m" / "ratings.csv").stat().st_size / 1e6
             print(f"generated {args.rows:,} ratings ({size:,.0f} MB CSV) in {time.perf_counter() - t0:.1f} s")
-            compare(f"ml-32m-sized ({args.rows / 1e6:.0f}M ratings)", work / "ml-32m", work / "out-large")
+            compare(f"ml-32m format ({args.rows:,} ratings)", work / "ml-32m", work / "out-large")
 
 
 if __name__ == "__main__":

@@ -2,27 +2,21 @@
 MultiInputPolicy) and the same step budget, on ``SuberVectorEnv`` through the ``SB3VecEnv`` adapter (16 slots,
 one rater call per step for all) against SUBER's way (one ``gymnasium.Env`` in a ``DummyVecEnv`` of 1).
 
-The dataset is a suber-data folder (default: the packaged sample built offline into a temporary folder).
-Run: ``python bench/bench_training.py [--dataset DIR] [--steps N]``.
+The dataset is a suber-data folder (default: the packaged sample release built offline by the real builder with
+40 users, into a temporary folder). Run: ``python bench/bench_training.py [--dataset DIR] [--steps N]``;
+``--smoke``: the same code for 64 steps each on the smoke sample (``benchlib``), in seconds (no figures).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-
-def _sample(tmp: Path) -> Path:
-    exe = Path(sys.executable).parent / "suber-data"
-    cmd = [str(exe), "build", "movies", "--release", "sample", "--users", "40", "--llm", "template"]
-    cmd += ["--embedding-model", "minilm", "--data-dir", str(tmp)]
-    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "SUBER_DATA_OFFLINE": "1"})
-    return tmp / "movies" / "sample"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import SMOKE_BANNER, build_movies, print_ratio, smoke_dataset  # noqa: E402
 
 
 def _run(venv, steps: int) -> float:
@@ -41,7 +35,11 @@ def main() -> None:
     ap.add_argument("--dataset", type=Path)
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--num-envs", type=int, default=16)
+    ap.add_argument("--smoke", action="store_true", help="64 steps each on the smoke sample: the code, no figures")
     args = ap.parse_args()
+    if args.smoke:
+        print(SMOKE_BANNER)
+        args.steps = 64
     import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
     from suber_env import SuberEnv, SuberVectorEnv, load_dataset
@@ -49,13 +47,16 @@ def main() -> None:
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        ds = load_dataset(args.dataset or _sample(Path(tmp)))
+        folder = args.dataset or (
+            smoke_dataset() if args.smoke else build_movies(Path(tmp), users=40, embedding_model="minilm")
+        )
+        ds = load_dataset(folder)
         vec = _run(SB3VecEnv(SuberVectorEnv(args.num_envs, ds, rater="oracle")), args.steps)
         one = _run(DummyVecEnv([lambda: SuberEnv(ds, rater="oracle")]), args.steps)
     print(f"dataset {ds.path}: {ds.n_users} users, {ds.n_items} items; A2C, {args.steps} steps each")
     print(f"SuberVectorEnv({args.num_envs}) + SB3VecEnv: {vec:,.0f} steps/s")
     print(f"SuberEnv in DummyVecEnv(1) (SUBER's way): {one:,.0f} steps/s")
-    print(f"ratio: {vec / one:.1f}x")
+    print_ratio(f"training steps/s, SuberVectorEnv({args.num_envs}) vs SuberEnv in DummyVecEnv(1)", vec / one)
 
 
 if __name__ == "__main__":
