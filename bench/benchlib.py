@@ -62,6 +62,7 @@ def build_movies(
     users: int = 8,
     embedding_model: str | None = None,
     tmdb: bool = True,
+    options: tuple[str, ...] = (),
 ) -> Path:
     """``suber-data build movies --release RELEASE --users N --llm template [--embedding-model M] [--no-tmdb]``,
     offline (SUBER_DATA_OFFLINE=1), into ``data_dir``; returns the dataset folder. A MovieLens release is read
@@ -78,6 +79,7 @@ def build_movies(
         args += ["--embedding-model", embedding_model]
     if not tmdb:
         args.append("--no-tmdb")
+    args += list(options)
     cmd = [sys.executable, "-c", "from suber_data.cli.main import app; app()", *args]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if run.returncode != 0:
