@@ -156,7 +156,36 @@ def proof_plots(out: Path, proof: dict, rater: str) -> list[str]:
         fig.savefig(out / name, dpi=80)
         plt.close(fig)
         files.append(name)
-    return files
+    return files + [_distribution_plot(out, proof, rater, plt)]
+
+
+def _distribution_plot(out: Path, proof: dict, rater: str, plt) -> str:
+    """Each simulator's histogram of held-out ratings (expected distribution) against the real one, and the
+    spread of per-user mean ratings, simulated against real (simulators tend to make people alike)."""
+    sims = proof["simulators"]
+    fig, (hist, spread) = plt.subplots(1, 2, figsize=(10, 3.5))
+    first = next(iter(sims.values()))["anchors"]["distribution"]
+    bins = np.asarray(first["bins"])
+    width = 0.8 * (bins[1] - bins[0]) / (len(sims) + 1)
+    hist.bar(bins, first["real_hist"], width=width, color="black", label="real")
+    names = list(sims)
+    for j, name in enumerate(names):
+        d = sims[name]["anchors"]["distribution"]
+        hist.bar(bins + (j + 1) * width, d["sim_hist"], width=width, label=f"{name} (JSD {d['jsd_mean_dist']:.3f})")
+    hist.set_xlabel("held-out rating")
+    hist.legend(fontsize=7)
+    real = [sims[n]["anchors"]["distribution"]["spread_of_user_means"]["real"] for n in names]
+    sim = [sims[n]["anchors"]["distribution"]["spread_of_user_means"]["sim"] for n in names]
+    spread.bar(np.arange(len(names)), sim, color="tab:blue", label="simulated")
+    spread.axhline(real[0], color="black", linestyle="--", label="real")
+    spread.set_xticks(np.arange(len(names)), names, rotation=20, fontsize=8)
+    spread.set_ylabel("sd of per-user mean ratings")
+    spread.legend(fontsize=8)
+    name = f"grounded_{rater}_distributions.png"
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=80)
+    plt.close(fig)
+    return name
 
 
 def write_report(out: Path, results: dict[str, dict[str, dict]], settings: dict) -> Path:
