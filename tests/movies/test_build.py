@@ -35,6 +35,13 @@ def test_no_tmdb_builds_all_movielens_movies(env, mirror):
     assert result.exit_code == 0, result.output
     ds = env / "data" / "movies" / "ml-latest-small"
     assert q(ds, "SELECT count(*) FROM items")[0][0] == 9742
+    city = "SELECT title, source_title FROM items WHERE movielens_id = 29"
+    assert q(ds, city) == [
+        (
+            "The City of Lost Children (La Cité des enfants perdus)",
+            "City of Lost Children, The (Cité des enfants perdus, La) (1995)",
+        )
+    ]
     assert q(ds, "SELECT count(*), count(DISTINCT source_user_id) FROM ratings")[0] == (100836, 610)
     manifest = json.loads((ds / "manifest.json").read_text())
     assert manifest["sources"]["ml-latest-small.zip"]["sha256"].startswith("696d65a3")
