@@ -123,10 +123,16 @@ def _mirror_ml_latest(env, monkeypatch, payload: bytes) -> None:
 
 def test_truncated_zip_fails_clearly_and_leaves_no_dataset(env, shared_movielens, monkeypatch):
     data = (shared_movielens / "ml-latest-small.zip").read_bytes()
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
     _mirror_ml_latest(env, monkeypatch, data[: len(data) // 3])
-    result = build("--release", "ml-latest", "--no-tmdb")
+    result = build("--release", "ml-latest", "--no-tmdb", "--only", "items")
     assert result.exit_code == 1 and "zip" in result.output
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and f"replace {env / 'mirror' / 'ml-latest.zip'}" in error[0], result.output
     assert not (env / "data" / "movies" / "ml-latest").exists()
+    _mirror_ml_latest(env, monkeypatch, data)  # the mirror corrected: the next build reads it, nothing cached to delete
+    again = build("--release", "ml-latest", "--no-tmdb", "--only", "items")
+    assert again.exit_code == 0, again.output
 
 
 def test_csv_missing_column_fails_clearly_and_leaves_no_dataset(env, monkeypatch, tmp_path):
