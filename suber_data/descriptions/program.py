@@ -293,6 +293,9 @@ _HE = ("he", "him", "his", "himself")
 _SHE = ("she", "her", "hers", "herself")
 _OTHER_PRONOUNS = {"M": _SHE, "F": _HE, "U": _HE + _SHE}
 _BANNED_WORDS = ("enjoyed", "avoided", "years", "name", "description", "gender", "inst")
+# Banned words no span may lengthen either: a span that may not end the word "years" after writing it would
+# otherwise go on with letters ("yearsold", "nameis"). Not "inst" ("instead") nor the pronouns ("hero").
+_UNEXTENDED = ("enjoyed", "avoided", "years", "name", "description", "gender")
 _ALNUM = "".join(chr(c) for c in range(ord("a"), ord("z") + 1)) + "0123456789"
 _SEPARATORS = r"[ ,.;!?'()\-]"  # the checks split words on [a-z0-9]; no newline, colon, brackets or non-ASCII
 
@@ -336,7 +339,7 @@ def span_regex(
     ``avoid``: words the span may not use, nor any word that starts with one; ``extend``: words the span may
     use but never lengthen (see ``description_program``)."""
     banned = frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS + avoid)
-    stems = frozenset(avoid) | frozenset(w + c for w in extend if w not in avoid for c in _ALNUM)
+    stems = frozenset(avoid) | frozenset(w + c for w in extend + _UNEXTENDED if w not in avoid for c in _ALNUM)
     word = _word_except(banned, stems)
     word = f"({word[2:-1]})" if word.startswith("(|") else word  # a word is never empty
     lead = "*" if opening else "+"

@@ -116,3 +116,12 @@ def test_no_span_can_glue_letters_to_a_forced_string():
     after = re.compile(span_regex("M", 5, extend=("carpenter", "bushcraft")))
     assert not after.fullmatch(", he loves bushcraftan and the quiet woods. ")
     assert after.fullmatch(", he loves bushcraft, a carpenter's craft and quiet woods. ")
+
+
+def test_no_span_runs_a_banned_word_into_letters():
+    """SmolLM2 wrote "a 42 yearsold female" and "Her nameis": a span that may not end a banned word after writing
+    it may not go on with letters either; words that merely start like one ("instead", "hero") stay."""
+    span = re.compile(span_regex("F", 1, opening=True))
+    for glued in ("a yearsold woman ", "her nameis Ada ", "always enjoyeding games "):
+        assert not span.fullmatch(glued), glued
+    assert span.fullmatch("instead a heroine calls it a day at 42, a year older. ")
