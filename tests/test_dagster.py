@@ -255,7 +255,9 @@ def test_a_failing_blocking_check_stops_the_steps_downstream(offline):
     def bad_items(context) -> None:
         folder = ROOT.dataset_dir(context)
         folder.mkdir(parents=True)
-        rows = [{"item_id": 0, "movielens_id": m, "title": "A", "ml_rating_count": 1} for m in (1, 2)]  # id 0 twice
+        rows = [
+            {"item_id": 0, "movielens_id": m, "title": "A", "source_title": "A", "ml_rating_count": 1} for m in (1, 2)
+        ]  # id 0 twice
         pq.write_table(pa.Table.from_pylist(rows, schema=MOVIE_ITEMS), folder / "items.parquet")
 
     spec = DomainSpec("movies", [bad_items], movies.checks[:1])

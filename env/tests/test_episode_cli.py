@@ -26,3 +26,25 @@ def test_episode_prints_a_table_of_steps(movies, movies_dir):
 def test_episode_names_a_bad_folder(tmp_path):
     result = runner.invoke(app, ["episode", str(tmp_path)])
     assert result.exit_code != 0 and "manifest.json is missing" in result.output
+
+
+def test_train_and_eval_policy_refuse_a_bad_folder_in_one_line(tmp_path):
+    """Issue 25, item 8: not a 40-line traceback but one line with the fix, exit status 1."""
+    for command in (["train"], ["eval-policy"]):
+        result = runner.invoke(app, [*command, str(tmp_path)])
+        assert result.exit_code == 1, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+        assert "manifest.json is missing" in lines[0] and "suber-data build" in lines[0], lines[0]
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_eval_policy_refuses_a_mistyped_runs_folder(movies_dir, tmp_path):
+    """A --runs folder that is missing, or holds no trained model, is refused before any baseline is evaluated."""
+    (tmp_path / "empty").mkdir()
+    for runs, says in ((tmp_path / "ruins", "no such folder"), (tmp_path / "empty", "no trained model")):
+        result = runner.invoke(app, ["eval-policy", str(movies_dir), "--runs", str(runs), "--out", str(tmp_path / "r")])
+        assert result.exit_code == 1, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0] and f"--runs {runs}" in lines[0], result.output
+        assert not (tmp_path / "r").exists()

@@ -49,6 +49,7 @@ MOVIE_ITEMS = pa.schema(
         pa.field("tmdb_id", pa.int32()),
         pa.field("imdb_id", pa.string()),  # "tt0114709"
         pa.field("title", pa.string(), nullable=False),
+        pa.field("source_title", pa.string(), nullable=False),  # MovieLens' own, verbatim: "Misérables, Les (1995)"
         pa.field("release_date", pa.date32()),
         pa.field("year", pa.int16()),
         pa.field("overview", pa.string()),
@@ -71,6 +72,8 @@ MOVIE_ITEMS = described(
     movielens_id="MovieLens movieId",
     tmdb_id="TMDB movie id (null when MovieLens links none)",
     imdb_id="IMDb id, e.g. tt0114709",
+    title="Title: TMDB's, else MovieLens' with its year dropped and every moved article back in front",
+    source_title="The title exactly as the MovieLens release writes it, year and trailing articles included",
     release_date="Release date (TMDB)",
     year="Release year (TMDB's date, else the year in the MovieLens title)",
     overview="Plot overview (TMDB)",

@@ -108,7 +108,60 @@ def check_row(description: str, user: Mapping, bounds: Bounds = Bounds()) -> lis
     leaked = [marker for marker in _LEAKS if marker in low]
     if leaked:
         problems.append(f"template text leaked: {leaked[0]!r}")
-    return problems
+    return problems + repetition_problems(text) + glue_problems(text, user)
+
+
+# --------------------------------------------------------------------------- loops and glued words
+
+RUN_WORDS = 6  # a run of this many words said twice is a loop
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+
+
+def repetition_problems(text: str, run: int = RUN_WORDS) -> list[str]:
+    """A description that loops: a sentence of three or more words said twice ("He has a daughter. He has a
+    daughter."), else any run of ``run`` words said twice, in any case and punctuation (one problem at most)."""
+    seen: set[tuple[str, ...]] = set()
+    for sentence in _SENTENCE.findall(text):
+        key = tuple(words(sentence))
+        if len(key) >= 3 and key in seen:
+            return [f"repeats a sentence: {sentence.strip()!r}"]
+        seen.add(key)
+    tokens = words(text)
+    grams: set[tuple[str, ...]] = set()
+    for i in range(len(tokens) - run + 1):
+        gram = tuple(tokens[i : i + run])
+        if gram in grams:
+            return [f"repeats a run of {run} words: {' '.join(gram)!r}"]
+        grams.add(gram)
+    return []
+
+
+# Endings that make a word of a forced string another form of it ("teachers", "fishing"), not a glued word.
+_ENDINGS = re.compile(r"(?:[a-z]?(?:s|es|ed|d|er|ers|ing|ings|y))?")
+_PREFIXES = ("un", "re", "in", "im", "co", "ex", "pre", "non", "sub", "semi", "self", "over", "under", "anti")
+
+
+def glue_problems(text: str, user: Mapping) -> list[str]:
+    """A forced string (job and hobby; a real user's favourite title and genre) run into the letters next to it,
+    as in "a carpenterhazardous" or "Her hobby is Bushcraftan": a word it does not end or begin. Strings under
+    four letters are left out ("Art" is in "smart")."""
+    from suber_data.descriptions.program import forced_strings  # program.py imports guidance lazily
+
+    try:
+        strings = forced_strings(user)
+    except KeyError:  # a user mapping without the fields (not a row of users.parquet)
+        return []
+    for string in (s.strip() for s in strings):
+        if len(string) < 4:
+            continue
+        pattern = r"([A-Za-z0-9]*)" + re.escape(string) + r"([A-Za-z0-9]*)"
+        for match in re.finditer(pattern, text, flags=re.IGNORECASE):
+            before, after = match.group(1).lower(), match.group(2).lower()
+            glued_after = after and not _ENDINGS.fullmatch(after)
+            glued_before = len(before) >= 2 and before not in _PREFIXES
+            if glued_after or glued_before:
+                return [f"glued: {match.group(0)!r} runs {string!r} into the letters beside it"]
+    return []
 
 
 # --------------------------------------------------------------------------- real users
@@ -165,7 +218,7 @@ def check_real_row(text: str, user: Mapping) -> list[str]:
     leaked = [marker for marker in _LEAKS + _REAL_LEAKS if marker in low]
     if leaked:
         problems.append(f"template text leaked: {leaked[0]!r}")
-    return problems
+    return problems + repetition_problems(rest) + glue_problems(text, user)
 
 
 def held_out_leaks(

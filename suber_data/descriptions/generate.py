@@ -51,7 +51,7 @@ OUTPUT = "user_descriptions.parquet"
 USERS = "users.parquet"
 USER_RATINGS = "user_ratings.parquet"  # a real population's history and held-out ratings (users/real.py)
 REQUIRED = ("user_id", "first_name", "last_name", "sex", "age", "occupation", "hobby", "liked", "disliked", "seed")
-CHECKS_VERSION = 1  # bump when check_row / near_duplicates change meaning
+CHECKS_VERSION = 2  # bump when check_row / near_duplicates change meaning (2: loops and glued words)
 REAL_CHECKS_VERSION = 1  # bump when real users' checks (check_real_row, held_out_leaks) change meaning
 BLOCK_SIZE = 256  # users per block: the unit a Ray worker takes, and the batches' frame (see generate_batches)
 
@@ -336,7 +336,7 @@ def generate_descriptions(
         row = existing.get(request.key)
         if row is None:
             queue.append((request, 1))
-        elif row["status"] == "failed" and retry_failed:
+        elif _again(row, request, bounds, retry_failed):
             queue.append((request, int(row["attempts"]) + 1))
     reused_keys = {r.key for r in requests.values() if r.key in existing} - {r.key for r, _ in queue}
 
@@ -486,6 +486,14 @@ def _sha256_or_none(path: Path) -> str | None:
 def _public_url(url: str | None) -> str | None:
     """A server URL without any user:password part (credentials never enter the manifest)."""
     return re.sub(r"//[^/@]*@", "//", url) if url else None
+
+
+def _again(row: dict[str, Any], request: Request, bounds: Bounds, retry_failed: bool) -> bool:
+    """Whether a stored row gets another attempt: a failed one when asked (``retry_failed``), and one that passed
+    the checks of its day but fails today's (a loop, a glued word)."""
+    if row["status"] == "failed":
+        return retry_failed
+    return bool(check_row(row["description"] or "", request.user, bounds))
 
 
 def _current_rows(store: ChunkStore, requests: dict[int, Request]) -> dict[str, dict]:

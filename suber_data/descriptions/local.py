@@ -33,6 +33,31 @@ from suber_data.descriptions.program import (
 from suber_data.errors import SuberDataError
 
 VICUNA_ROLES = ("USER: ", " ASSISTANT: ")  # SUBER's Vicuna roles: no system prompt
+# No run of this many tokens is sampled twice in one sequence: small models loop ("He has a daughter. He has a
+# daughter."), and no grammar of a reasonable size forbids a repeated run. Five tokens end a repeated sentence of
+# three words at its full stop and any repeated run of six one-token words (checks.RUN_WORDS) before its end.
+NO_REPEAT_TOKENS = 5
+
+
+class RepeatGuard:
+    """The tokens that would close a run of ``n`` tokens already in the sequence (prompt excluded)."""
+
+    def __init__(self, n: int = NO_REPEAT_TOKENS):
+        self.n = n
+        self.tokens: list[int] = []
+        self.next: dict[tuple[int, ...], set[int]] = {}
+
+    def add(self, tokens: list[int]) -> None:
+        for token in tokens:
+            self.tokens.append(token)
+            if len(self.tokens) >= self.n:
+                head = tuple(self.tokens[-self.n : -1])
+                self.next.setdefault(head, set()).add(token)
+
+    def banned(self) -> set[int]:
+        if len(self.tokens) < self.n - 1:
+            return set()
+        return self.next.get(tuple(self.tokens[len(self.tokens) - self.n + 1 :]), set())
 
 
 def pick_device(device: str | None = None) -> str:
@@ -191,6 +216,7 @@ class LocalBackend:
         finished_at = [0.0] * n
         cut = [False] * n  # ended by text the program forced (a span's token budget ran out), not by the model
         errors: list[str | None] = [None] * n
+        guards = [RepeatGuard() for _ in range(n)]
         bitmask = llt.allocate_token_bitmask(n, self.vocab)
         arange_bits = torch.arange(32, dtype=torch.int32)
         steps = 0
@@ -208,6 +234,7 @@ class LocalBackend:
                 mask = bitmask[:rows]
                 llt.fill_next_token_bitmask_par(self.executor, [(matchers[r], i) for i, r in enumerate(active)], mask)
                 allowed = ((mask.unsqueeze(-1) >> arange_bits) & 1).bool().reshape(rows, -1)[:, : self.vocab]
+                _ban_repeats(allowed, [guards[r] for r in active])
                 scores = logits.float()
                 if scores.shape[1] > self.vocab:
                     scores = scores[:, : self.vocab]
@@ -238,6 +265,7 @@ class LocalBackend:
                     errors[r] = f"the model left the program: {matcher.get_error()}"
                 else:
                     tokens[r].extend(t for t in chunk if t != self.eos)
+                    guards[r].add(chunk)
                 if errors[r] or self.eos in chunk or matcher.is_stopped():
                     finished_at[r] = time.perf_counter()
                     cut[r] = bool(forced[i])
@@ -315,6 +343,20 @@ class LocalBackend:
             self._heads[head] = (cache, ids.shape[1])
         cache, length = self._heads[head]
         return copy.deepcopy(cache), length
+
+
+def _ban_repeats(allowed: torch.Tensor, guards: list[RepeatGuard]) -> None:
+    """Take out of each row of ``allowed`` the tokens its guard bans, unless that would leave the row nothing (the
+    program then needs one of them: the checks and the retry are the second line)."""
+    for i, guard in enumerate(guards):
+        banned = [t for t in guard.banned() if t < allowed.shape[1]]
+        if not banned:
+            continue
+        index = torch.tensor(banned, dtype=torch.long)
+        kept = allowed[i].clone()
+        kept[index] = False
+        if kept.any():
+            allowed[i] = kept
 
 
 @dataclass

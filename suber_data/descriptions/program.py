@@ -293,6 +293,9 @@ _HE = ("he", "him", "his", "himself")
 _SHE = ("she", "her", "hers", "herself")
 _OTHER_PRONOUNS = {"M": _SHE, "F": _HE, "U": _HE + _SHE}
 _BANNED_WORDS = ("enjoyed", "avoided", "years", "name", "description", "gender", "inst")
+# Banned words no span may lengthen either: a span that may not end the word "years" after writing it would
+# otherwise go on with letters ("yearsold", "nameis"). Not "inst" ("instead") nor the pronouns ("hero").
+_UNEXTENDED = ("enjoyed", "avoided", "years", "name", "description", "gender")
 _ALNUM = "".join(chr(c) for c in range(ord("a"), ord("z") + 1)) + "0123456789"
 _SEPARATORS = r"[ ,.;!?'()\-]"  # the checks split words on [a-z0-9]; no newline, colon, brackets or non-ASCII
 
@@ -306,26 +309,38 @@ def _chars(letters: str) -> str:
     return "".join(sorted(set(letters + letters.upper())))
 
 
-def _word_except(banned: frozenset[str]) -> str:
-    """A regex for any word of [A-Za-z0-9] (possibly empty) that is none of ``banned`` (lower case), in any case."""
-    if not banned:
+def _word_except(banned: frozenset[str], stems: frozenset[str] = frozenset()) -> str | None:
+    """A regex for any word of [A-Za-z0-9] (possibly empty), in any case, that is none of ``banned`` and does not
+    start with any of ``stems`` (lower case); None when no word is left (a stem is empty)."""
+    if "" in stems:
+        return None
+    if not banned and not stems:
         return f"[{_chars(_ALNUM)}]*"
-    firsts = sorted({w[0] for w in banned if w})
+    firsts = sorted({w[0] for w in banned | stems if w})
     branches = [] if "" in banned else [""]
     free = "".join(c for c in _ALNUM if c not in firsts)
-    branches.append(f"[{_chars(free)}][{_chars(_ALNUM)}]*")
+    if free:
+        branches.append(f"[{_chars(free)}][{_chars(_ALNUM)}]*")
     for c in firsts:
-        rest = _word_except(frozenset(w[1:] for w in banned if w[:1] == c))
-        branches.append(f"[{_chars(c)}]{rest}")
-    return "(" + "|".join(branches) + ")"
+        rest = _word_except(
+            frozenset(w[1:] for w in banned if w[:1] == c), frozenset(w[1:] for w in stems if w[:1] == c)
+        )
+        if rest is not None:
+            branches.append(f"[{_chars(c)}]{rest}")
+    return "(" + "|".join(branches) + ")" if branches else None
 
 
-def span_regex(sex: str, min_words: int = 1, *, opening: bool = False, avoid: tuple[str, ...] = ()) -> str:
+def span_regex(
+    sex: str, min_words: int = 1, *, opening: bool = False, avoid: tuple[str, ...] = (), extend: tuple[str, ...] = ()
+) -> str:
     """A free span of the description: at least ``min_words`` allowed words between separators, no line break,
     never a pronoun of the other sex nor a banned word. A span that follows a forced string starts with a
     separator, so the string stays a word of its own (the opening one follows the template's trailing space).
-    ``avoid``: more words the span may not use (see ``description_program``)."""
-    word = _word_except(frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS + avoid))
+    ``avoid``: words the span may not use, nor any word that starts with one; ``extend``: words the span may
+    use but never lengthen (see ``description_program``)."""
+    banned = frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS + avoid)
+    stems = frozenset(avoid) | frozenset(w + c for w in extend + _UNEXTENDED if w not in avoid for c in _ALNUM)
+    word = _word_except(banned, stems)
     word = f"({word[2:-1]})" if word.startswith("(|") else word  # a word is never empty
     lead = "*" if opening else "+"
     return f"{_SEPARATORS}{lead}{word}({_SEPARATORS}+{word}){{{min_words - 1},}}{_SEPARATORS}*"
@@ -334,6 +349,12 @@ def span_regex(sex: str, min_words: int = 1, *, opening: bool = False, avoid: tu
 def _first_word(text: str) -> tuple[str, ...]:
     match = re.match(r"[a-z0-9]+", text.strip().lower())
     return (match.group(0),) if match else ()
+
+
+def _edge_words(text: str) -> tuple[str, ...]:
+    """The first and last words of a forced string (lower case, as the checks split words)."""
+    found = re.findall(r"[a-z0-9]+", text.lower())
+    return tuple(dict.fromkeys(found[:1] + found[-1:]))
 
 
 def description_program(user: Mapping, decoding: Decoding):
@@ -345,7 +366,10 @@ def description_program(user: Mapping, decoding: Decoding):
     A span is one greedy lexeme: were a forced string's first word a word it may hold, the model's " Nurse" would
     extend the span, never start the forced " Nurse", and the string would come only when the span's token
     budget ran out. So the spans before the forced strings avoid their first words: writing one of them starts
-    the forced string.
+    the forced string. They avoid every word that starts with one too: were " carpenterx" allowed, the model's
+    " carpenter" could go on as letters glued to it ("a carpenterhazardous"), the span being the only reading
+    left once the word may not end there. Every span may write the first and last words of the strings (of four
+    letters or more) but never lengthen them, so no copy of a string runs into the next word either.
     """
     from guidance import gen, select
 
@@ -353,11 +377,12 @@ def description_program(user: Mapping, decoding: Decoding):
     strings = forced_strings(user)
     forced = [_forced(s) for s in strings]
     avoid = tuple(w for s in strings for w in _first_word(s))
+    extend = tuple(dict.fromkeys(w for s in strings for w in _edge_words(s) if len(w) >= 4))
     inner = max(16, decoding.max_tokens // 10)  # the model reaches each forced string, or it is forced
     last = max(8, decoding.max_tokens // 3)
 
     def span(min_words: int, budget: int, opening: bool = False, avoid: tuple[str, ...] = ()):
-        pattern = span_regex(sex, min_words, opening=opening, avoid=avoid)
+        pattern = span_regex(sex, min_words, opening=opening, avoid=avoid, extend=extend)
         return gen(regex=pattern, max_tokens=budget, temperature=decoding.temperature)
 
     if not forced:  # a real user whose history shows no title, genre or habit (read_users lets none through)

@@ -134,7 +134,7 @@ _ITEMS_SQL = """
 WITH stats AS (
     SELECT movielens_id, count(*)::INTEGER AS n, avg(rating)::FLOAT AS mean FROM read_parquet('{ratings}') GROUP BY 1
 ), joined AS (
-    SELECT m.movielens_id, l.tmdb_id, l.imdb_id AS ml_imdb_id, m.title AS ml_title, m.year AS ml_year,
+    SELECT m.movielens_id, l.tmdb_id, l.imdb_id AS ml_imdb_id, m.title AS ml_title, m.source_title, m.year AS ml_year,
            m.genres AS ml_genres, t.*  EXCLUDE (tmdb_id),
            coalesce(s.n, 0) AS ml_rating_count, s.mean AS ml_rating_mean
     FROM read_parquet('{movies}') m
@@ -148,6 +148,7 @@ SELECT
     CASE WHEN status = 'ok' THEN tmdb_id END AS tmdb_id,
     coalesce(tmdb_imdb_id, ml_imdb_id) AS imdb_id,
     coalesce(tmdb_title, ml_title) AS title,
+    source_title,
     TRY_CAST(release_date AS DATE) AS release_date,
     coalesce(year(TRY_CAST(release_date AS DATE))::SMALLINT, ml_year) AS year,
     overview,

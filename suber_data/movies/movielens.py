@@ -29,9 +29,43 @@ import duckdb
 from suber_data.artifacts.io import atomic_path
 from suber_data.errors import InputError
 
-# A trailing "(1995)" or "(2006-2007)" is the year; MovieLens moves leading articles to the end ("Matrix, The").
+# A trailing "(1995)" or "(2006-2007)" is the year. MovieLens moves a title's leading article behind it, in
+# any language, in the main title and in each parenthesised alternate title alike: "City of Lost Children, The
+# (Cité des enfants perdus, La)", "Ours, L'", "(a.k.a. Gates of Hell, The)". An article moves back only from
+# the very end of a title (the main title: before its alternates), so a title that merely ends in such a word
+# ("Live and Let Die", "Plan A") is left alone.
 _YEAR_RE = r"\s*\((\d{4})(?:[-–]\d{4})?\)\s*$"
-_ARTICLE_RE = r"^(.*), (The|A|An)$"
+_ARTICLES = (
+    "The", "A", "An",  # English
+    "Le", "La", "Les", "Un", "Une",  # French
+    "Il", "Lo", "Gli", "Uno", "Una",  # Italian (La, Le, Un too)
+    "El", "Los", "Las", "Unos", "Unas",  # Spanish
+    "O", "Os", "As", "Um", "Uma",  # Portuguese
+    "Der", "Das", "Ein", "Eine",  # German (Die below)
+    "De", "Het", "Een", "Den", "Det", "En", "Ett",  # Dutch, Danish, Swedish, Norwegian
+    "Da",  # "Hip Hop Witch, Da"
+)  # fmt: skip
+# Also ordinary English words: moved only when no other comma precedes them ("Me, Myself, I" is a list).
+_ENGLISH_TOO = ("I", "Die")  # Italian I, German Die
+_ELIDED = ("L'", "Un'", "Dell'", "Gl'")  # these join the next word without a space: "L'Ours"
+_ALT = r"(?: \([^()]*\))*"  # the alternate titles after a main title
+
+
+def _article_sql(expr: str) -> str:
+    """``expr`` with every moved article back in front: of the main title, then of each alternate title."""
+    for words, before, sep in (
+        (_ARTICLES, "[^(]*?", " "),
+        (_ENGLISH_TOO, "[^(,]*", " "),
+        (_ELIDED, "[^(]*?", ""),
+    ):
+        group = "|".join(w.replace("'", "''") for w in words)
+        # the main title, before its alternates
+        expr = f"regexp_replace({expr}, '^({before}), ({group})({_ALT})$', '\\2{sep}\\1\\3')"
+        # each alternate; an "a.k.a. " prefix stays in front
+        inner = before.replace("(", "()")  # inside an alternate: no parenthesis at all
+        expr = f"regexp_replace({expr}, '\\((a\\.k\\.a\\. )?({inner}), ({group})\\)', '(\\1\\3{sep}\\2)', 'g')"
+    return expr
+
 
 # ml-1m's users.dat codes (its README): age groups by their lower bound, occupations by number.
 AGE_GROUPS = {1: "under 18", 18: "18-24", 25: "25-34", 35: "35-44", 45: "45-49", 50: "50-55", 56: "56+"}
@@ -47,9 +81,9 @@ OCCUPATIONS_SQL = (
 )
 
 # Bumped when the parsed tables change for the same release, so cached parses are rebuilt.
-PARSER_VERSION = 3  # 3: ml_users (demographics of ml-100k and ml-1m)
+PARSER_VERSION = 4  # 3: ml_users (demographics of ml-100k and ml-1m); 4: articles of every language, source_title
 
-TITLE_SQL = f"regexp_replace(trim(regexp_replace(raw_title, '{_YEAR_RE}', '')), '{_ARTICLE_RE}', '\\2 \\1')"
+TITLE_SQL = _article_sql(f"trim(regexp_replace(raw_title, '{_YEAR_RE}', ''))")
 YEAR_SQL = f"TRY_CAST(NULLIF(regexp_extract(raw_title, '{_YEAR_RE}', 1), '') AS SMALLINT)"
 
 
@@ -241,9 +275,9 @@ def _queries(layout: Layout, scratch: Path) -> dict[str, tuple[Path, str]]:
 _FINAL = {
     "ml_movies": (
         f"SELECT movielens_id, {TITLE_SQL} AS title, coalesce({YEAR_SQL}, released) AS year, "
-        "list_filter(string_split(genres, '|'), lambda g: g NOT IN ('', '(no genres listed)', 'unknown')) AS genres "
-        "FROM (SELECT * REPLACE (CASE WHEN contains(raw_title, '&') THEN unescape_entities(raw_title) "
-        "ELSE raw_title END AS raw_title) FROM ({q})) ORDER BY movielens_id"
+        "list_filter(string_split(genres, '|'), lambda g: g NOT IN ('', '(no genres listed)', 'unknown')) AS genres, "
+        "source_title FROM (SELECT * REPLACE (CASE WHEN contains(raw_title, '&') THEN unescape_entities(raw_title) "
+        "ELSE raw_title END AS raw_title), raw_title AS source_title FROM ({q})) ORDER BY movielens_id"
     ),
     "ml_ratings": (
         "SELECT user_id, movielens_id, rating::FLOAT AS rating, to_timestamp(timestamp) AS timestamp FROM ({q})"

@@ -63,6 +63,18 @@ def extract_zip(archive: str | os.PathLike, target: str | os.PathLike) -> Path:
     return target
 
 
+def zip_problem(archive: str | os.PathLike) -> str | None:
+    """Why ``archive`` is not a whole zip (a truncated file has no central directory; a damaged member fails
+    its CRC), or None when every member reads back whole. Reads the whole file: for the sources that have no
+    pinned checksum, before they enter the cache."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, zlib_error()) as exc:
+        return f"not a whole zip archive: {exc}"
+    return f"not a whole zip archive: member '{bad}' fails its CRC check" if bad is not None else None
+
+
 def zlib_error() -> type[Exception]:
     import zlib
 

@@ -4,7 +4,8 @@ Order of places tried: the cache (its copy re-checked against the pins each time
 entry alone is not trusted), then ``SUBER_DATA_MIRROR`` (a base URL or a local folder, file
 looked up by its name), then the origin. ``SUBER_DATA_OFFLINE=1`` skips the network entirely.
 Transfers resume with HTTP Range, retry transient failures (``suber_data.retry``), and are checked against the
-pinned checksum: a mismatch deletes the file, retries once, then fails.
+pinned checksum: a mismatch deletes the file, retries once, then fails. An unpinned zip (no checksum to check)
+must read back whole (every member's CRC) before it enters the cache, and again each time the cache serves it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from suber_data import settings
 from suber_data.artifacts.io import write_json
 from suber_data.errors import ChecksumError, SourceError
 from suber_data.retry import Retryable, retrying, transient_status
+from suber_data.sources.archive import zip_problem
 from suber_data.sources.registry import Release, get_release
 
 RETRIES = 4
@@ -99,6 +101,10 @@ def _verify(release: Release, path: Path, where: str) -> str:
         raise ChecksumError(f"{release.filename} from {where}: sha256 {sha}, expected {release.sha256}")
     if release.md5 and md5 != release.md5:
         raise ChecksumError(f"{release.filename} from {where}: md5 {md5}, expected {release.md5}")
+    # No checksum to hold an unpinned archive to (ml-latest, Kaggle's files): it must at least be whole, or a
+    # truncated mirror file would be cached and served again after the mirror was corrected.
+    if not release.pinned and release.filename.lower().endswith(".zip") and (problem := zip_problem(path)):
+        raise ChecksumError(f"{release.filename} from {where}: {problem}")
     return sha
 
 
@@ -239,7 +245,9 @@ def _unavailable(release: Release, errors: list[str], bad_mirror: Path | None, o
     and the one fix that applies: replace a wrong mirror file, fill the mirror that is set, or set one."""
     checksum = f"sha256 {release.sha256}" if release.sha256 else (f"md5 {release.md5}" if release.md5 else "unpinned")
     mirror = settings.mirror()
-    if bad_mirror is not None:
+    if bad_mirror is not None and not release.pinned:
+        hint = f"replace {bad_mirror} with a whole copy of {release.url}; the next run reads the mirror again"
+    elif bad_mirror is not None:
         hint = f"replace {bad_mirror} with the file from {release.url} ({checksum})"
     elif mirror:
         hint = f"download {release.url} yourself and put it in SUBER_DATA_MIRROR ({mirror})"

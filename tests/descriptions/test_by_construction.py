@@ -103,3 +103,25 @@ def test_span_regex_of_an_unrecorded_gender_rejects_both_sexes():
     for word in ("he", "She", "HIS", "her", "himself", "hers"):
         assert not span.fullmatch(f"a {word} "), word
     assert span.fullmatch("they like a shell, a hero and their helmet. ")
+
+
+def test_no_span_can_glue_letters_to_a_forced_string():
+    """Issue 25, item 9 ("a carpenterhazardouscrazyperson"): before the forced strings a span may neither write
+    their first word nor any word that starts with it, so writing it can only start the forced string, and the
+    separator that follows a forced string is then required; no span lengthens a string's first or last word."""
+    before = re.compile(span_regex("M", 1, opening=True, avoid=("carpenter",), extend=("carpenter", "bushcraft")))
+    for glued in ("a carpenterhazardous ", "a Carpenter ", "a carpenters "):
+        assert not before.fullmatch(glued), glued
+    assert before.fullmatch("a skilled carpentry teacher, ")  # a word that only starts like it stays
+    after = re.compile(span_regex("M", 5, extend=("carpenter", "bushcraft")))
+    assert not after.fullmatch(", he loves bushcraftan and the quiet woods. ")
+    assert after.fullmatch(", he loves bushcraft, a carpenter's craft and quiet woods. ")
+
+
+def test_no_span_runs_a_banned_word_into_letters():
+    """SmolLM2 wrote "a 42 yearsold female" and "Her nameis": a span that may not end a banned word after writing
+    it may not go on with letters either; words that merely start like one ("instead", "hero") stay."""
+    span = re.compile(span_regex("F", 1, opening=True))
+    for glued in ("a yearsold woman ", "her nameis Ada ", "always enjoyeding games "):
+        assert not span.fullmatch(glued), glued
+    assert span.fullmatch("instead a heroine calls it a day at 42, a year older. ")

@@ -41,3 +41,30 @@ def test_near_duplicates_found_and_distinct_texts_not():
 def test_trim_to_sentence():
     assert trim_to_sentence("She paints. She sings every") == "She paints."
     assert trim_to_sentence("no full stop here") == ""
+
+
+CARPENTER = {"sex": "M", "hobby": "Bushcraft", "occupation": "Carpenter", "first_name": "Dan", "last_name": "K"}
+KIND = "a carpenter who spends his weekends on bushcraft in the hills and his evenings with old westerns."
+
+
+def test_loops_are_named():
+    """Issue 25, item 9: SmolLM2's loops, as the demo wrote them."""
+    assert check_row(KIND, CARPENTER) == []
+    sentence = check_row(KIND + " He has a daughter. He has a daughter. He has a daughter.", CARPENTER)
+    assert sentence == ["repeats a sentence: 'He has a daughter.'"]
+    run = check_row(KIND + " and he loves to play in the field and he loves to play in the field", CARPENTER)
+    assert run == ["repeats a run of 6 words: 'and he loves to play in'"]
+    assert check_row(KIND + " He has a daughter. He has a son. He loves to play in the woods.", CARPENTER) == []
+
+
+def test_forced_words_run_into_the_text_are_named():
+    glued = check_row("a carpenterhazardouscrazyperson who loves bushcraft and the quiet woods at night.", CARPENTER)
+    assert glued == ["glued: 'carpenterhazardouscrazyperson' runs 'Carpenter' into the letters beside it"]
+    his = "a carpenter who loves the woods. His hobby is Bushcraftan and it fills his weekends."
+    assert check_row(his, CARPENTER) == ["glued: 'Bushcraftan' runs 'Bushcraft' into the letters beside it"]
+    assert any(p.startswith("glued") for p in check_row("a woodcarpenter " + KIND[2:], CARPENTER))
+    # other forms of the word are not glue, nor a short string inside a longer word
+    forms = "a carpenter among carpenters who loves bushcrafting and bushcraft weekends with his friends."
+    assert check_row(forms, CARPENTER) == []
+    art = {**CARPENTER, "hobby": "Art"}
+    assert check_row("a smart carpenter who loves art and starts every day with a walk.", art) == []

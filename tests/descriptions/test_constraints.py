@@ -110,3 +110,26 @@ def test_transformers_backend_from_a_local_folder_reports_failures_and_writes_no
     assert "failed after 2 attempt(s)" in result.summary()
     manifest = (dataset / "manifest.json").read_text()
     assert '"revision": "local-' in manifest and '"failed": 3' in manifest
+
+
+def _repeated_run(tokens: list[int], n: int) -> tuple[int, ...] | None:
+    seen = set()
+    for i in range(len(tokens) - n + 1):
+        gram = tuple(tokens[i : i + n])
+        if gram in seen:
+            return gram
+        seen.add(gram)
+    return None
+
+
+def test_no_run_of_tokens_is_sampled_twice(tiny):
+    """Greedy decoding of a random model loops at once; the engine never samples a run of NO_REPEAT_TOKENS tokens
+    a second time (issue 25, item 9), while the program still holds."""
+    from suber_data.descriptions import local
+
+    n = getattr(local, "NO_REPEAT_TOKENS", 5)
+    runs = run(tiny, guidance.gen("text", regex=r"[a-z ]+", max_tokens=80) + "\n", temperature=0.0, max_steps=100)
+    for r in runs:
+        assert r.error is None and re.fullmatch(r"[a-z ]+\n", r.text), r.text
+        sampled = r.tokens[:-1]  # the last token is the program's own line break
+        assert _repeated_run(sampled, n) is None, r.text

@@ -151,3 +151,43 @@ def test_partitions_generate_their_users_then_the_asset_assembles(tmp_path):
     )
     meta = full.asset_materializations_for_node("user_descriptions")[0].metadata
     assert (meta["generated"].value, meta["reused"].value, meta["written"].value) == (0, 6, 6)
+
+
+def _loop(row: dict) -> str:
+    return row["description"] + " He has a daughter. He has a daughter. He has a daughter."
+
+
+def test_the_quality_check_names_a_description_that_loops(tmp_path):
+    """Issue 25, item 9: a looping description fails user_descriptions_quality with the reason."""
+    import pyarrow as pa
+
+    from suber_data.pipelines.descriptions import description_quality
+
+    write_users(tmp_path, 4)
+    generate_descriptions(tmp_path, backend="template")
+    assert description_quality(tmp_path).passed
+    table = pq.read_table(tmp_path / "user_descriptions.parquet")
+    rows = table.to_pylist()
+    rows[1]["description"] = _loop(rows[1])
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), tmp_path / "user_descriptions.parquet")
+    result = description_quality(tmp_path)
+    assert not result.passed and result.metadata["failing_rows"].value == 1
+    assert result.metadata["failures"].data == [
+        {"user_id": 1, "problems": ["repeats a sentence: 'He has a daughter.'"]}
+    ]
+
+
+def test_a_stored_row_that_fails_todays_checks_is_generated_again(tmp_path, monkeypatch):
+    """A row kept under older checks (a loop) is not reused once the checks change: it gets another attempt."""
+    from suber_data.descriptions import generate
+
+    write_users(tmp_path, 3)
+    generate_descriptions(tmp_path, backend="template")
+    store = ChunkStore(tmp_path)
+    row = next(r for r in store.read().to_pylist() if r["user_id"] == 2)
+    store.append([{**row, "description": _loop(row), "finished_at": row["finished_at"] + 1}])  # an older run kept it
+    monkeypatch.setattr(generate, "CHECKS_VERSION", generate.CHECKS_VERSION + 1)
+    result = generate_descriptions(tmp_path, backend="template")
+    assert (result.generated, result.reused, result.failed) == (1, 2, [])
+    out = {r["user_id"]: r for r in pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()}
+    assert out[2]["description"] == row["description"] and out[2]["attempts"] == row["attempts"] + 1

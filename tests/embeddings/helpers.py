@@ -49,6 +49,7 @@ def items_table(records: list[dict]) -> pa.Table:
         "tmdb_id": [r["id"] for r in records],
         "imdb_id": [r.get("imdb_id") for r in records],
         "title": [r["title"] for r in records],
+        "source_title": [r["title"] for r in records],
         "release_date": [date(r.get("release_date")) for r in records],
         "year": [int(r["release_date"][:4]) if r.get("release_date") else None for r in records],
         "overview": [r.get("overview") for r in records],

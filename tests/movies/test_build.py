@@ -35,6 +35,13 @@ def test_no_tmdb_builds_all_movielens_movies(env, mirror):
     assert result.exit_code == 0, result.output
     ds = env / "data" / "movies" / "ml-latest-small"
     assert q(ds, "SELECT count(*) FROM items")[0][0] == 9742
+    city = "SELECT title, source_title FROM items WHERE movielens_id = 29"
+    assert q(ds, city) == [
+        (
+            "The City of Lost Children (La Cité des enfants perdus)",
+            "City of Lost Children, The (Cité des enfants perdus, La) (1995)",
+        )
+    ]
     assert q(ds, "SELECT count(*), count(DISTINCT source_user_id) FROM ratings")[0] == (100836, 610)
     manifest = json.loads((ds / "manifest.json").read_text())
     assert manifest["sources"]["ml-latest-small.zip"]["sha256"].startswith("696d65a3")
@@ -116,10 +123,16 @@ def _mirror_ml_latest(env, monkeypatch, payload: bytes) -> None:
 
 def test_truncated_zip_fails_clearly_and_leaves_no_dataset(env, shared_movielens, monkeypatch):
     data = (shared_movielens / "ml-latest-small.zip").read_bytes()
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
     _mirror_ml_latest(env, monkeypatch, data[: len(data) // 3])
-    result = build("--release", "ml-latest", "--no-tmdb")
+    result = build("--release", "ml-latest", "--no-tmdb", "--only", "items")
     assert result.exit_code == 1 and "zip" in result.output
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and f"replace {env / 'mirror' / 'ml-latest.zip'}" in error[0], result.output
     assert not (env / "data" / "movies" / "ml-latest").exists()
+    _mirror_ml_latest(env, monkeypatch, data)  # the mirror corrected: the next build reads it, nothing cached to delete
+    again = build("--release", "ml-latest", "--no-tmdb", "--only", "items")
+    assert again.exit_code == 0, again.output
 
 
 def test_csv_missing_column_fails_clearly_and_leaves_no_dataset(env, monkeypatch, tmp_path):

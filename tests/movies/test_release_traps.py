@@ -16,6 +16,8 @@ from suber_data.movies.movielens import ingest, text_encoding
 from suber_data.sources import REGISTRY, Release, blob_path, extract_zip, fetch
 from tests.support.file_server import FileServer
 
+MOVIES = "SELECT * EXCLUDE (source_title) FROM {t} ORDER BY ALL"  # the source title has its own test
+
 
 def _rows(path, sql="SELECT * FROM {t} ORDER BY ALL"):
     return duckdb.execute(sql.format(t=f"read_parquet('{path}')")).fetchall()
@@ -35,9 +37,9 @@ def test_ml10m_utf8_dat_files_keep_their_letters(tmp_path):
     (root / "tags.dat").write_bytes("15::4973::très joli::1162160415\n16::5000::a::b::1162160416\n\n".encode())
     assert text_encoding(root / "movies.dat") == "utf-8"
     assert ingest(tmp_path, tmp_path / "out") == {"ml_movies": 3, "ml_ratings": 2, "ml_tags": 2}
-    movies = _rows(tmp_path / "out" / "ml_movies.parquet")
+    movies = _rows(tmp_path / "out" / "ml_movies.parquet", MOVIES)
     assert movies == [
-        (4973, "Amélie (Fabuleux destin d'Amélie Poulain, Le)", 2001, ["Comedy", "Romance"]),
+        (4973, "Amélie (Le Fabuleux destin d'Amélie Poulain)", 2001, ["Comedy", "Romance"]),
         (5000, "Ça commence aujourd'hui", 1999, ["Drama"]),
         (8000, "Señorita – Part Two", 2003, []),
     ]
@@ -59,7 +61,9 @@ def test_ml1m_latin1_titles_lose_their_html_entities(tmp_path):
     assert text_encoding(root / "movies.dat") == "latin-1"
     ingest(tmp_path, tmp_path / "out")
     titles = [r[0] for r in _rows(tmp_path / "out" / "ml_movies.parquet", "SELECT title FROM {t} ORDER BY 1")]
-    assert titles == ["Café Society", "Don\x92t Look Now", "Misérables, Les", "The Dancer & the Thief"]
+    assert titles == ["Café Society", "Don\x92t Look Now", "Les Misérables", "The Dancer & the Thief"]
+    sources = _rows(tmp_path / "out" / "ml_movies.parquet", "SELECT source_title FROM {t} ORDER BY movielens_id")
+    assert sources[:2] == [("Misérables, Les (1995)",), ("Dancer &amp; the Thief, The (1999)",)]  # as written
     assert not list((tmp_path / "out").glob(".scratch-*"))  # the UTF-8 copy is gone
 
 
@@ -76,7 +80,7 @@ def test_ml100k_release_date_gives_the_year_and_unknown_is_no_genre(tmp_path):
     )
     (root / "u.data").write_text("196\t1\t3\t881250949\n")
     ingest(tmp_path, tmp_path / "out")
-    movies = {r[0]: r[1:] for r in _rows(tmp_path / "out" / "ml_movies.parquet")}
+    movies = {r[0]: r[1:] for r in _rows(tmp_path / "out" / "ml_movies.parquet", MOVIES)}
     assert movies[1412] == ("Land and Freedom", 1996, ["Drama"])  # no year in the title: the release date's
     assert movies[1373] == ("Good Morning", 1971, ["Comedy"])  # the title's year wins; "unknown" is dropped
     assert movies[267] == ("unknown", None, [])

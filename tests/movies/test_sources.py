@@ -1,11 +1,13 @@
 """The source layer through the real HTTP client against a loopback file server."""
 
+import hashlib
 import zipfile
 
 import pytest
 
 from suber_data.errors import ChecksumError, SourceError
 from suber_data.sources import Release, blob_path, cached_path, extract_zip, fetch, get_release
+from suber_data.sources.download import _remember
 from tests.support.file_server import FileServer
 
 SMALL_SHA = "696d65a3dfceac7c45750ad32df2c259311949efec81f0f144fdfb91ebc9e436"
@@ -108,3 +110,44 @@ def test_truncated_zip_is_a_clear_error(tmp_path, shared_movielens):
     with pytest.raises(SourceError, match="zip"):
         extract_zip(tmp_path / "cut.zip", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_damaged_unpinned_zip_on_a_mirror_never_enters_the_cache(env, shared_movielens, monkeypatch):
+    """Issue 25, item 6: an unpinned release (no checksum to hold it to) must still be a whole zip before it is
+    cached; the error names the mirror file and the fix, and the corrected mirror is read on the next run."""
+    release = Release("ml-test-unpinned", "https://example.invalid/ml-unpinned.zip", "movielens")
+    whole = (shared_movielens / "ml-latest-small.zip").read_bytes()
+    mirror = env / "mirror"
+    mirror.mkdir()
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    monkeypatch.setenv("SUBER_DATA_MIRROR", str(mirror))
+    flipped = bytearray(whole)
+    flipped[len(whole) // 2] ^= 0xFF  # same size, one member's data damaged: its CRC fails
+    for damaged in (whole[: len(whole) // 3], bytes(flipped)):
+        (mirror / "ml-unpinned.zip").write_bytes(damaged)
+        with pytest.raises(SourceError) as info:
+            fetch(release, progress=False)
+        message = str(info.value)
+        assert "\n" not in message and "not a whole zip archive" in message, message
+        assert f"replace {mirror / 'ml-unpinned.zip'} with a whole copy of {release.url}" in message, message
+        assert cached_path(release) is None
+        assert not (env / "cache" / "sha256").exists() or not any((env / "cache" / "sha256").rglob("*.zip"))
+    (mirror / "ml-unpinned.zip").write_bytes(whole)  # the mirror corrected: picked up, nothing to delete by hand
+    assert fetch(release, progress=False) == blob_path(SMALL_SHA, "ml-unpinned.zip")
+
+
+def test_a_damaged_unpinned_zip_already_cached_is_dropped_and_fetched_again(env, shared_movielens, monkeypatch):
+    """A damaged copy that an older version let into the cache is thrown away on use, not served again."""
+    release = Release("ml-test-unpinned", "https://example.invalid/ml-unpinned.zip", "movielens")
+    whole = (shared_movielens / "ml-latest-small.zip").read_bytes()
+    cut = whole[: len(whole) // 3]
+    sha = hashlib.sha256(cut).hexdigest()
+    blob_path(sha, release.filename).parent.mkdir(parents=True)
+    blob_path(sha, release.filename).write_bytes(cut)
+    _remember(release, sha)
+    (env / "mirror").mkdir()
+    (env / "mirror" / "ml-unpinned.zip").write_bytes(whole)
+    monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
+    monkeypatch.setenv("SUBER_DATA_MIRROR", str(env / "mirror"))
+    assert fetch(release, progress=False) == blob_path(SMALL_SHA, "ml-unpinned.zip")
+    assert not blob_path(sha, release.filename).exists()

@@ -10,6 +10,37 @@ import typer
 ALGO_HELP = "a2c | ppo | dqn | trpo | maskable-ppo (the last two need sb3-contrib)"
 
 
+def _fail(message: str) -> typer.Exit:
+    """One line on stderr, exit status 1 (no traceback): the caller raises what this returns."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def _dataset(path: Path):
+    """The dataset at ``path``, or one line naming what is wrong and the fix."""
+    from ..dataset import DatasetError, load_dataset
+
+    try:
+        return load_dataset(path)
+    except DatasetError as e:
+        raise _fail(f"{e} (a folder that `suber-data build` wrote, e.g. data/movies/sample)") from None
+
+
+def _final_models(runs: Path | None) -> list[Path]:
+    """The final models under ``--runs`` (none asked: none); a folder that is missing or holds none is refused."""
+    if runs is None:
+        return []
+    if not runs.is_dir():
+        raise _fail(f"--runs {runs}: no such folder; give the --out folder of `suber-env train` (default: runs)")
+    finals = sorted(runs.glob("*/seed*/final.zip"))
+    if not finals:
+        raise _fail(
+            f"--runs {runs}: no trained model in it (no <algo>/seed<k>/final.zip); give the --out folder of a "
+            "finished `suber-env train`, or leave --runs out to evaluate the baselines only"
+        )
+    return finals
+
+
 def train_cmd(
     dataset: Path = typer.Argument(..., help="A suber-data dataset folder, e.g. data/movies/sample."),
     algo: list[str] = typer.Option(["ppo"], "--algo", help=ALGO_HELP + "; repeat for several."),
@@ -29,13 +60,12 @@ def train_cmd(
     resume: Path | None = typer.Option(None, help="Continue from this checkpoint .zip (one algo, one seed)."),
 ) -> None:
     """Train recommenders with Stable-Baselines3 on the environment."""
-    from ..dataset import load_dataset
     from .trainer import ALGOS, TrainConfig, train
 
     for a in algo:
         if a not in ALGOS:
             raise typer.BadParameter(f"--algo {a!r} is not one of {ALGOS}")
-    ds = load_dataset(dataset)
+    ds = _dataset(dataset)
     for a in algo:
         for s in range(seeds):
             t = time.perf_counter()
@@ -56,15 +86,15 @@ def eval_policy_cmd(
     out: Path = typer.Option(Path("report"), help="Folder for report.md, learning_curves.png, genre_mix.png."),
 ) -> None:
     """Evaluate trained models and the baselines on every user; write the comparison report."""
-    from ..dataset import load_dataset
     from .evaluate import compare, markdown_table
     from .policies import BASELINES
     from .report import write_report
     from .trainer import load_model, model_policy
 
-    ds = load_dataset(dataset)
+    ds = _dataset(dataset)
+    finals = _final_models(runs)
     policies = {n: (lambda s, c=c: c(ds, s)) for n, c in BASELINES.items()}
-    for final in sorted(runs.glob("*/seed*/final.zip")) if runs else []:
+    for final in finals:
         algo, seed = final.parent.parent.name, final.parent.name
         model, norm = load_model(final, algo)
         model_policy(model, ds, f"{algo} ({seed})", norm)  # refuse a model of another dataset before evaluating
