@@ -104,6 +104,7 @@ def items_table(texts: list[str]) -> pa.Table:
         "item_id": pa.array(np.arange(n, dtype=np.int32)),
         "movielens_id": pa.array(np.arange(1, n + 1, dtype=np.int32)),
         "title": pa.array([f"Film {i}" for i in range(n)]),
+        "source_title": pa.array([f"Film {i} (2000)" for i in range(n)]),
         "overview": pa.array(texts),
         "ml_rating_count": pa.array(np.zeros(n, dtype=np.int32)),
     }
