@@ -226,9 +226,9 @@ def held_out_leaks(
 ) -> dict[int, list[str]]:
     """User id -> problems, for each description that names one of its user's held-out titles that the user's
     history does not hold (``titles``: user id -> (held-out titles, history titles), from
-    :func:`suber_data.users.real.user_titles`). The held-out ratings never reach a prompt, so a hit means the
+    :func:`suber_data.users.real_checks.user_titles`). The held-out ratings never reach a prompt, so a hit means the
     model guessed a title the evaluation will ask about: the description is not kept."""
-    from suber_data.users.real import held_out_mentions
+    from suber_data.users.real_checks import held_out_mentions
 
     out: dict[int, list[str]] = {}
     for uid, text in descriptions.items():

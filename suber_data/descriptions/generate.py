@@ -42,7 +42,7 @@ from suber_data.descriptions.program import (
 from suber_data.descriptions.store import ChunkStore
 from suber_data.descriptions.templates import SYNTHETIC_VARIANTS, TEMPLATE_DIR, VARIANTS, load_template
 from suber_data.errors import InputError
-from suber_data.users.real import user_titles
+from suber_data.users.real_checks import user_titles
 
 log = logging.getLogger(__name__)
 

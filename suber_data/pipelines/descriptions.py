@@ -21,7 +21,7 @@ from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_met
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import LLMResource, RayResource
-from suber_data.users.real import user_titles
+from suber_data.users.real_checks import user_titles
 
 
 def run_descriptions(

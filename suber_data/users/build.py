@@ -416,7 +416,7 @@ def build_real_users(dataset_dir: Path, config: UsersConfig, *, force: bool = Fa
 
 def real_checks(dataset_dir: Path) -> list[C.CheckResult]:
     """The real population's checks: the split as recorded, and no held-out rating behind any persona field."""
-    from suber_data.users import real
+    from suber_data.users import real_checks as real
 
     users = pq.read_table(dataset_dir / TABLE)
     user_ratings = pq.read_table(dataset_dir / USER_RATINGS_TABLE)

@@ -25,7 +25,7 @@ from suber_data.descriptions.program import Decoding, build_request, choose_vari
 from suber_data.descriptions.templates import SYNTHETIC_VARIANTS, load_template
 from suber_data.pipelines.descriptions import description_quality
 from suber_data.users.build import UsersConfig, build_users
-from suber_data.users.real import held_out_mentions, user_titles
+from suber_data.users.real_checks import held_out_mentions, user_titles
 from tests.descriptions.helpers import users_table, write_users
 
 runner = CliRunner()

@@ -52,7 +52,7 @@ def test_smollm2_describes_real_users_of_the_sample(tmp_path, smollm2):
     that pass their checks (favourite title, liked genre, no he/she) and name no held-out title."""
     from suber_data.cli.main import app
     from suber_data.pipelines.descriptions import description_quality
-    from suber_data.users.real import held_out_mentions, user_titles
+    from suber_data.users.real_checks import held_out_mentions, user_titles
     from tests.descriptions.test_real_users import _env, runner
 
     with pytest.MonkeyPatch.context() as mp:
