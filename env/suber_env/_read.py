@@ -249,6 +249,14 @@ def _strings(t: pa.Table, name: str) -> list:
 SEX_CODES = {"M": 0, "F": 1, "U": 2}
 
 
+def user_rows(user_ids: np.ndarray, ids: np.ndarray, path: Path, fix: str) -> np.ndarray:
+    """The users.parquet row of each id in ``ids`` (``user_ids``: the users' ids in row order, ascending)."""
+    rows = np.minimum(np.searchsorted(user_ids, ids), max(len(user_ids) - 1, 0))
+    if len(ids) and (len(user_ids) == 0 or (user_ids[rows] != ids).any()):
+        raise DatasetError(f"{path}: field 'user_id' has id(s) absent from users.parquet; {fix}")
+    return rows.astype(np.int64)
+
+
 def read_history(root: Path, user_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The history part of user_ratings.parquet as CSR arrays over user rows: (offsets (U + 1,), items,
     ratings on the source scale), each user's ratings oldest first. The held-out part is never read here: the
@@ -257,11 +265,7 @@ def read_history(root: Path, user_ids: np.ndarray) -> tuple[np.ndarray, np.ndarr
     fix = "rebuild the users step (suber-data build ... --profile real)"
     check_columns(path, pq.read_schema(path), USER_RATING_COLUMNS, fix)
     t = pq.read_table(path, columns=["user_id", "item_id", "rating", "timestamp"], filters=[("part", "=", HISTORY)])
-    row_of = {int(u): i for i, u in enumerate(user_ids)}
-    uid = t["user_id"].to_numpy()
-    rows = np.fromiter((row_of.get(int(u), -1) for u in uid), np.int64, count=len(uid))
-    if (rows < 0).any():
-        raise DatasetError(f"{path}: field 'user_id' has id(s) absent from users.parquet; {fix}")
+    rows = user_rows(user_ids, t["user_id"].to_numpy(), path, fix)
     ts = t["timestamp"].cast(pa.int64()).fill_null(0).to_numpy()
     items = t["item_id"].to_numpy().astype(np.int64)
     order = np.lexsort((items, ts, rows))

@@ -303,33 +303,31 @@ class Memory:
         items = np.asarray(items, np.int64)
         if len(items) == 0:
             return
-        last = {int(i): j for j, i in enumerate(items)}  # an item rated twice keeps its latest rating
-        order = np.array(sorted(last.values()), np.int64)
-        uniq, r = items[order], np.asarray(ratings, np.float32)[order]
+        ratings = np.asarray(ratings, np.float32)
+        n = len(items)
+        _, from_end = np.unique(items[::-1], return_index=True)
+        order = np.sort(n - 1 - from_end)  # each item's latest rating, in time order (a re-rated item keeps its last)
+        uniq, r = items[order], ratings[order]
         np.add.at(self.count[slot], items, 1)
         self.rating[slot, uniq] = r
         self.last_ts[slot, uniq] = order + 1
-        self.t[slot] = len(items)
+        self.t[slot] = n
         if len(uniq) > self.seen.shape[1]:
             grown = np.full((self.B, max(len(uniq), 2 * self.seen.shape[1])), -1, np.int32)
             grown[:, : self.seen.shape[1]] = self.seen
             self.seen = grown
-        first = {}
-        for i in items.tolist():
-            first.setdefault(i, len(first))
-        self.seen[slot, : len(first)] = list(first)
+        _, first = np.unique(items, return_index=True)
+        self.seen[slot, : len(first)] = items[np.sort(first)]  # distinct items in first-interaction order
         self.n_seen[slot] = len(first)
-        newest = slice(None, None, -1)
         if self.H:
-            h = min(self.H, len(items))
-            self.h_items[slot, :h] = items[newest][:h]
-            self.h_ratings[slot, :h] = np.asarray(ratings, np.float32)[newest][:h]
+            h = min(self.H, n)
+            self.h_items[slot, :h] = items[::-1][:h]
+            self.h_ratings[slot, :h] = ratings[::-1][:h]
             self.h_counts[slot, :h] = 1
         if self.recent.shape[1]:
             k = min(self.recent.shape[1], len(uniq))
-            by_time = np.argsort(-(order + 1))[:k]  # distinct items, the latest watched first
-            self.recent[slot, :k] = uniq[by_time]
-            self.recent_r[slot, :k] = r[by_time]
+            self.recent[slot, :k] = uniq[::-1][:k]  # distinct items, the latest watched first
+            self.recent_r[slot, :k] = r[::-1][:k]
 
     def write(self, items: np.ndarray, ratings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Record one interaction per slot; returns (watch count now, steps since the previous watch)."""

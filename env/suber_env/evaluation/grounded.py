@@ -17,9 +17,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from suber_env import Dataset, Rater, Requests
+from suber_env._read import user_rows
 from suber_env._schema import HELD_OUT
-from suber_env.core import Memory, retrieve, source_bins, source_to_rater
+from suber_env.core import Memory, source_bins, source_to_rater
 
+from .history import concat, memory_requests
 from .proof.controls import with_controls
 from .proof.data import GroundedSplit, Simulator
 from .proof.run import run_proof
@@ -41,8 +43,7 @@ def held_out(ds: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The held-out part of user_ratings.parquet as (user row, item, rating): read for scoring only."""
     t = pq.read_table(ds.path / "user_ratings.parquet", columns=["user_id", "item_id", "rating", "part"])
     t = t.filter(pc.equal(t["part"], HELD_OUT))
-    row_of = {int(u): i for i, u in enumerate(ds.user_ids)}
-    users = np.fromiter((row_of[int(u)] for u in t["user_id"].to_numpy()), np.int64, count=t.num_rows)
+    users = user_rows(ds.user_ids, t["user_id"].to_numpy(), ds.path / "user_ratings.parquet", "rebuild the users step")
     return users, t["item_id"].to_numpy().astype(np.int64), t["rating"].to_numpy().astype(np.float64)
 
 
@@ -83,17 +84,6 @@ class RaterSimulator:
             self.mem.preload(u, items, source_to_rater(ratings, ds.source_scale, rater.scale))
         self.bins = source_bins(rater.scale, ds.source_scale)
 
-    def requests(self, users: np.ndarray, items: np.ndarray) -> Requests:
-        """One request per pair; ``users`` distinct (one memory slot each)."""
-        query = np.zeros(self.mem.B, np.int64)
-        query[users] = items
-        hist = retrieve(self.retrieval, self.k, self.mem, query, self.ds)[users]
-        if self.retrieval == "recent" and self.mem.recent.shape[1] >= self.k:
-            hist_r = self.mem.recent_r[users, : self.k].astype(np.float64)
-        else:
-            hist_r = np.where(hist >= 0, self.mem.rating[users[:, None], np.maximum(hist, 0)], 0.0)
-        return Requests(users, items, hist, hist_r, self.mem.count[users, items].astype(np.int64))
-
     def __call__(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         users, items = np.asarray(users, np.int64), np.asarray(items, np.int64)
         order = np.lexsort((items, users))
@@ -101,10 +91,10 @@ class RaterSimulator:
         rank = np.arange(len(order)) - np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
         out = np.empty((len(users), self.bins.shape[1]))
         rounds = [order[rank == r] for r in range(int(rank.max()) + 1 if len(rank) else 0)]
-        reqs = [self.requests(users[sel], items[sel]) for sel in rounds]  # each round: a user at most once
+        # each round holds a user at most once: one memory slot per request, as memory_requests needs
+        reqs = [memory_requests(self.ds, self.mem, self.k, users[sel], items[sel], self.retrieval) for sel in rounds]
         if reqs:
-            batch = Requests(*(np.concatenate([getattr(r, f) for r in reqs]) for f in Requests.__dataclass_fields__))
-            out[np.concatenate(rounds)] = self._rate(batch) @ self.bins
+            out[np.concatenate(rounds)] = self._rate(concat(reqs)) @ self.bins
         return out
 
     def _rate(self, batch: Requests) -> np.ndarray:

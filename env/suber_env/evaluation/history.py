@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from suber_env import Dataset, Requests
@@ -35,15 +37,22 @@ class History:
             self.mem.write(items[:, t], ratings[:, t])
 
     def requests(self, users: np.ndarray, query: np.ndarray, retrieval: str) -> Requests:
-        m, b = self.mem, np.arange(self.mem.B)
-        query = np.asarray(query, np.int64)
-        hist = retrieve(retrieval, self.k, m, query, self.ds)
-        if retrieval == "recent" and m.recent.shape[1] >= self.k:
-            hist_r = m.recent_r[:, : self.k].astype(np.float64)  # as the env does: kept beside the recent list
-        else:
-            hist_r = np.where(hist >= 0, m.rating[b[:, None], np.maximum(hist, 0)], 0.0)
-        seen = m.count[b, query].astype(np.int64)
-        return Requests(np.asarray(users, np.int64), query, hist, hist_r, seen)
+        req = memory_requests(self.ds, self.mem, self.k, np.arange(self.mem.B), query, retrieval)
+        return dataclasses.replace(req, users=np.asarray(users, np.int64))
+
+
+def memory_requests(ds: Dataset, mem: Memory, k: int, slots: np.ndarray, items: np.ndarray, retrieval: str) -> Requests:
+    """One request per slot of ``slots`` (distinct) for the item beside it, with the history ``retrieval`` shows
+    from that slot's memory, as the env builds it; the request's user is the slot."""
+    slots, items = np.asarray(slots, np.int64), np.asarray(items, np.int64)
+    query = np.zeros(mem.B, np.int64)
+    query[slots] = items
+    hist = retrieve(retrieval, k, mem, query, ds)[slots]
+    if retrieval == "recent" and mem.recent.shape[1] >= k:
+        hist_r = mem.recent_r[slots, :k].astype(np.float64)  # as the env does: kept beside the recent list
+    else:
+        hist_r = np.where(hist >= 0, mem.rating[slots[:, None], np.maximum(hist, 0)], 0.0)
+    return Requests(slots, items, hist, hist_r, mem.count[slots, items].astype(np.int64))
 
 
 def concat(reqs: list[Requests]) -> Requests:
