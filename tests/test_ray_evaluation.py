@@ -168,3 +168,32 @@ def test_driver_killed_then_rerun_rates_only_the_missing_blocks(cluster, sample,
     assert result["ratings"] == {"blocks": 12, "rated": 12 - before, "reused": before, "store": str(store)}
     assert len(list(store.glob("*.parquet"))) == 12
     assert rerun_asked == 4 * (12 - before)  # only the missing blocks' requests went out again
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_evaluate_on_local_ray_interrupted_says_one_line_and_resumes(sample, tmp_path, signum):
+    """SIGTERM (a scheduler's stop) or Ctrl-C during `suber-env evaluate --ray local`: one line, the shell's exit
+    code (143 or 130) and no Ray signal dump; the next run rates only the blocks not yet stored."""
+    out = tmp_path / "rep"
+    store = out / "ratings" / "openai"
+    args = ["evaluate", str(sample), "--rater", "openai", "--model", "m", "--suite", "similarity", "--pairs", "48",
+            "--block-size", "4", "--out", str(out)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "env")])}
+    with CompletionsServer(delay=0.3) as server:
+        cmd = [sys.executable, "-m", "suber_env.cli", *args, "--base-url", server.base_url]
+        child = subprocess.Popen([*cmd, "--ray", "local"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 180
+        while len(list(store.glob("*.parquet")) if store.exists() else []) < 1 and time.time() < deadline:
+            assert child.poll() is None, child.stderr.read()
+            time.sleep(0.05)
+        child.send_signal(signum)
+        _, err = child.communicate(timeout=60)
+        assert child.returncode == 128 + signum, err
+        name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+        assert err.strip().splitlines()[-1] == (f"interrupted ({name}); run the same command again to resume"), err
+        assert "PC: @" not in err and "*** " not in err and "Traceback" not in err, err
+        before = len(list(store.glob("*.parquet")))
+        assert 1 <= before < 12
+        rerun = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{before} reused" in rerun.stderr and f"{12 - before} rated" in rerun.stderr

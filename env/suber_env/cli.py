@@ -29,8 +29,27 @@ app.command("train")(_training_cli.train_cmd)
 app.command("eval-policy")(_training_cli.eval_policy_cmd)
 
 
+_terminated: list[int] = []
+
+
+def _terminate(signum, frame) -> None:
+    """SIGTERM, raised where it lands as Ctrl-C is, so that ``finally`` blocks run and the stores stay whole."""
+    _terminated.append(signum)
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    app()
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)  # ray_rating.connect puts it back after ray.init replaced it
+    try:
+        app()
+    except SystemExit as exc:
+        if exc.code != 130:  # typer turns every KeyboardInterrupt into a silent exit 130
+            raise
+        name = "SIGTERM" if _terminated else "SIGINT"
+        typer.echo(f"interrupted ({name}); run the same command again to resume", err=True)
+        raise SystemExit(143 if _terminated else 130) from None
 
 
 if __name__ == "__main__":

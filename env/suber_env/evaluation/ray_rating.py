@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import signal
 import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,7 @@ def connect(options: RayOptions):
 
         runtime_env["py_modules"] = [str(Path(suber_env.__file__).parent)]
     extra = {"include_dashboard": False} if options.address == "local" else {}
+    on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(address=options.address, runtime_env=runtime_env or None, log_to_driver=False, **extra)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -102,11 +105,19 @@ def connect(options: RayOptions):
             f"could not connect to Ray at {options.address!r} ({exc}); start it with `ray start --head` "
             "(docs/scale-out.md) or pass --ray local"
         ) from exc
+    _restore_sigterm(on_sigterm)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     return ray
+
+
+def _restore_sigterm(handler) -> None:
+    """``ray.init`` replaces the driver's SIGTERM handler (a stack dump from its core worker, then exit 15); the
+    handler the process had before (the CLI's: one line, exit 143) is put back."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler if handler is not None else signal.SIG_DFL)
 
 
 def pool_size(ray, options: RayOptions, blocks: int) -> int:
