@@ -213,3 +213,34 @@ def test_cli_build_with_ray_writes_what_the_build_without_writes(cluster, tmp_pa
     for step in ("user_descriptions", "item_embeddings", "user_embeddings"):  # the blocks ran on the cluster
         assert steps[step]["settings"]["runner"] == f"RayRunner(address={cluster.address!r})"
         assert "runner" not in read_manifest(one)["steps"][step]["settings"]
+
+
+def test_build_on_local_ray_under_sigterm_says_one_line_exits_143_and_resumes(tmp_path):
+    """SIGTERM while the descriptions run on a Ray started by the build (`--ray local`): ray.init's own handler
+    (a stack dump, then abort) must not replace the build's: one line, exit 143, and the rerun completes."""
+    import threading
+
+    env = {k: v for k, v in os.environ.items() if k not in ("SUBER_DATA_MIRROR", "DAGSTER_HOME", "RAY_ADDRESS")}
+    env.update(SUBER_DATA_OFFLINE="1", HF_HUB_OFFLINE="1", SUBER_DATA_CACHE=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "env")])
+    command = [sys.executable, "-m", "suber_data.cli.main", "build", "movies", "--release", "sample", "--users", "8",
+               "--llm", "template", "--ray", "local", "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(run.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 180
+    # Ray Data's first notice comes once the build's connect returned and the first map runs
+    while not any("Progress bars" in line for line in lines) and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.poll() is None, "".join(lines)
+    run.send_signal(signal.SIGTERM)
+    run.wait(timeout=60)
+    reader.join(timeout=10)
+    err = "".join(lines)
+    assert run.returncode == 143, err
+    assert lines[-1].startswith("interrupted (SIGTERM)") and "again to resume" in lines[-1], err
+    assert "SIGTERM received" not in err and "PC: @" not in err and "Traceback" not in err, err
+    resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "catalog" in read_manifest(tmp_path / "data" / "movies" / "sample")["steps"]

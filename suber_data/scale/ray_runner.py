@@ -27,7 +27,9 @@ import json
 import logging
 import os
 import pickle
+import signal
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +130,7 @@ class RayRunner:
 
             runtime_env["py_modules"] = [str(Path(suber_data.__file__).parent)]
         extra = {"include_dashboard": False} if o.address == "local" else {}
+        on_sigterm = signal.getsignal(signal.SIGTERM)
         try:
             ray.init(address=o.address, runtime_env=runtime_env or None, log_to_driver=False, **extra)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -135,6 +138,9 @@ class RayRunner:
                 f"could not connect to Ray at {o.address!r} ({exc}); start it with `ray start --head` "
                 "(docs/scale-out.md) or pass --ray local"
             ) from exc
+        if threading.current_thread() is threading.main_thread():
+            # ray.init swaps in its own SIGTERM handler (a stack dump, then abort); the build's own goes back
+            signal.signal(signal.SIGTERM, on_sigterm if on_sigterm is not None else signal.SIG_DFL)
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
         context.print_on_execution_start = False
