@@ -161,7 +161,8 @@ def random_lm(shape: str, vocab_size: int, dev: str, dtype, smoke: bool, **confi
     size = {**size, **TINY} if smoke else size
     cls_config, cls_model = (MistralConfig, MistralForCausalLM) if arch == "mistral" else (LlamaConfig, LlamaForCausalLM)
     extra = {"sliding_window": None} if arch == "mistral" else {}
-    cfg = cls_config(vocab_size=vocab_size, max_position_embeddings=8192, rms_norm_eps=1e-5, **extra, **size, **config)
+    settings = {"max_position_embeddings": 8192, "rms_norm_eps": 1e-5, **extra, **size, **config}
+    cfg = cls_config(vocab_size=vocab_size, **settings)
     torch.manual_seed(0)
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)  # weights born in their dtype: a 7B model never exists in float32
