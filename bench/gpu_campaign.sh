@@ -38,6 +38,8 @@ if [ ${#SMOKE[@]} -gt 0 ]; then
   # the rehearsal makes its own tiny assets (outside $OUT: only results come back from a device)
   export SUBER_GPU_ASSETS=${SUBER_GPU_ASSETS:-$(mktemp -d)/assets}
   $PY bench/gpu_prepare.py --smoke --into "$SUBER_GPU_ASSETS" >>"$LOG" 2>&1 || { tail -20 "$LOG"; exit 1; }
+  # the parts see only what the device has (its image's packages and the carried wheels): gpu_lib.hide_packages
+  export SUBER_GPU_DEVICE_PACKAGES=$PWD/bench/gpu_device_packages.txt
 elif [ -d .gpu-carry/whl ]; then
   # the packages the device lacks, carried as wheels (bench/gpu_wheels.sh), installed beside its own
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \

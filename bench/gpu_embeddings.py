@@ -14,9 +14,8 @@ import json
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 import gpu_lib
+import numpy as np
 from gpu_lib import Figures, Timer
 
 SHAPE = {"d_model": 768, "d_kv": 64, "d_ff": 3072, "num_layers": 12, "num_heads": 12}

@@ -31,6 +31,75 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import SMOKE_BANNER, print_ratio  # noqa: E402
 
+HIDE_ENV = "SUBER_GPU_DEVICE_PACKAGES"
+
+
+def hide_packages(listing: Path) -> None:
+    """Make this process import only the distributions named in ``listing`` (one a line, # comments) and the
+    standard library: every other installed package's modules raise ModuleNotFoundError, as on the device."""
+    import importlib.metadata as md
+    import re
+
+    def canon(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    image, exact, seen = [], [], False
+    for line in Path(listing).read_text().splitlines():
+        seen = seen or line.startswith("# carried")
+        if line.strip() and not line.startswith("#"):
+            (exact if seen else image).append(canon(line.strip()))
+    # the image's packages come with what they need (as installed here); the carried wheels come alone
+    allowed, todo = set(exact), list(image)
+    while todo:
+        name = todo.pop()
+        if name in allowed:
+            continue
+        allowed.add(name)
+        try:
+            requires = md.requires(name) or []
+        except md.PackageNotFoundError:
+            continue
+        todo += [canon(re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0]) for r in requires if "extra ==" not in r]
+    hidden = {
+        module
+        for module, dists in md.packages_distributions().items()
+        if not any(canon(d) in allowed for d in dists) and module not in sys.stdlib_module_names
+    }
+
+    class Hide:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if "." not in name and name in hidden:
+                raise ModuleNotFoundError(f"No module named {name!r} (hidden: not on the device)", name=name)
+            return None
+
+    sys.meta_path.insert(0, Hide())
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, package=None):  # "is it installed?" probes answer no, as they would there
+        return None if name.partition(".")[0] in hidden else real_find_spec(name, package)
+
+    importlib.util.find_spec = find_spec
+    for probe in ("version", "metadata", "distribution"):  # and so do the metadata probes
+        setattr(md, probe, _hidden_dist(getattr(md, probe), allowed, canon))
+
+
+def _hidden_dist(real, allowed: set[str], canon):
+    import importlib.metadata as md
+
+    def probe(name):
+        if canon(name) not in allowed:
+            raise md.PackageNotFoundError(name)
+        return real(name)
+
+    return probe
+
+
+if os.environ.get(HIDE_ENV):
+    hide_packages(Path(os.environ[HIDE_ENV]))
+
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the log is read on a 12,000-character tail
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the device has no network; nothing here downloads
 CARRY = ROOT / ".gpu-carry"
@@ -159,7 +228,8 @@ def random_lm(shape: str, vocab_size: int, dev: str, dtype, smoke: bool, **confi
 
     arch, size = SHAPES[shape]
     size = {**size, **TINY} if smoke else size
-    cls_config, cls_model = (MistralConfig, MistralForCausalLM) if arch == "mistral" else (LlamaConfig, LlamaForCausalLM)
+    mistral = arch == "mistral"
+    cls_config, cls_model = (MistralConfig, MistralForCausalLM) if mistral else (LlamaConfig, LlamaForCausalLM)
     extra = {"sliding_window": None} if arch == "mistral" else {}
     settings = {"max_position_embeddings": 8192, "rms_norm_eps": 1e-5, **extra, **size, **config}
     cfg = cls_config(vocab_size=vocab_size, **settings)

@@ -79,7 +79,8 @@ def prepare(folder: Path, smoke: bool, users: int, texts: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny assets (the smoke dataset, 4 users, 16 texts)")
-    ap.add_argument("--into", type=Path, help=f"the assets folder (default: ${gpu_lib.ASSETS_ENV} or .gpu-carry/assets)")
+    default = f"${gpu_lib.ASSETS_ENV} or .gpu-carry/assets"
+    ap.add_argument("--into", type=Path, help=f"the assets folder (default: {default})")
     ap.add_argument("--users", type=int, default=256)
     ap.add_argument("--texts", type=int, default=4096)
     args = ap.parse_args()

@@ -18,9 +18,8 @@ each request's rest), model FLOP utilisation against the card's dense bf16 peak,
 
 from __future__ import annotations
 
-import numpy as np
-
 import gpu_lib
+import numpy as np
 from gpu_lib import Figures, Timer
 
 

@@ -10,9 +10,8 @@ release (every user described).
 
 from __future__ import annotations
 
-import numpy as np
-
 import gpu_lib
+import numpy as np
 from gpu_lib import Figures, Timer
 
 
