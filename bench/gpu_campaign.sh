@@ -64,12 +64,12 @@ part() {  # part NAME SECONDS ARGS...: one part, its own time limit, its output 
 
 if [ "$CALL" = 1 ] || [ "$CALL" = all ]; then
   # the gpu-marked tests that run without the builder's packages (the device has none of dagster's)
-  part pytest 120 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py
+  part pytest 90 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py
   part rater 300
   part embeddings 150
 fi
 if [ "$CALL" = 2 ] || [ "$CALL" = all ]; then
-  part descriptions 330
+  part descriptions 300
   part rl 240
 fi
 $PY bench/gpu_report.py "$OUT" >/dev/null 2>>"$LOG"

@@ -175,6 +175,20 @@ def test_results_md_has_the_campaign_block():
     assert text.count(gpu_report.BEGIN) == 1 and text.index(gpu_report.BEGIN) < text.index(gpu_report.END)
 
 
+def test_hidden_packages_cannot_be_imported_or_found(tmp_path):
+    listing = tmp_path / "packages.txt"
+    listing.write_text("# the image\nnumpy\n# carried\nsuber-env\n")
+    code = (
+        "import importlib.util, importlib.metadata as md, gpu_lib, numpy\n"
+        "assert importlib.util.find_spec('duckdb') is None and importlib.util.find_spec('numpy')\n"
+        "try:\n    md.version('duckdb')\nexcept md.PackageNotFoundError:\n    pass\nelse:\n    raise SystemExit(3)\n"
+        "import duckdb\n"
+    )
+    env = {**os.environ, gpu_lib.HIDE_ENV: str(listing), "PYTHONPATH": str(ROOT / "bench")}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 1 and "No module named 'duckdb' (hidden: not on the device)" in run.stderr, run.stderr
+
+
 # ------------------------------------------------------------------ the whole campaign at smoke size
 
 
