@@ -36,8 +36,11 @@ export TOKENIZERS_PARALLELISM=false
 
 if [ ${#SMOKE[@]} -gt 0 ]; then
   # the rehearsal makes its own tiny assets (outside $OUT: only results come back from a device)
+  # (or reads the ones SUBER_GPU_ASSETS names, when already made)
   export SUBER_GPU_ASSETS=${SUBER_GPU_ASSETS:-$(mktemp -d)/assets}
-  $PY bench/gpu_prepare.py --smoke --into "$SUBER_GPU_ASSETS" >>"$LOG" 2>&1 || { tail -20 "$LOG"; exit 1; }
+  if [ ! -f "$SUBER_GPU_ASSETS/assets.json" ]; then
+    $PY bench/gpu_prepare.py --smoke --into "$SUBER_GPU_ASSETS" >>"$LOG" 2>&1 || { tail -20 "$LOG"; exit 1; }
+  fi
   # the parts see only what the device has (its image's packages and the carried wheels): gpu_lib.hide_packages
   export SUBER_GPU_DEVICE_PACKAGES=$PWD/bench/gpu_device_packages.txt
 elif [ -d .gpu-carry/whl ]; then

@@ -104,7 +104,6 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the log is read on
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the device has no network; nothing here downloads
 CARRY = ROOT / ".gpu-carry"
 ASSETS_ENV = "SUBER_GPU_ASSETS"
-SMOKE_NOTE = "SMOKE RUN (tiny shapes): checks the code path; its figures mean nothing"
 
 # Dense bf16 tensor-core peaks from NVIDIA's datasheets (FLOP/s, no sparsity). The H200 SXM has the H100 SXM's
 # compute; KINDS.md measured about 790-800 TFLOP/s on an 8192^3 bf16 matmul on both kinds here.
@@ -189,7 +188,7 @@ class Timer:
         self.start = time.perf_counter()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *_):
         sync(self.dev)
         self.seconds = time.perf_counter() - self.start
 

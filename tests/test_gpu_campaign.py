@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import gpu_lib  # noqa: E402
 import gpu_report  # noqa: E402
+from benchlib import RATIO_LINE  # noqa: E402
 
 torch = pytest.importorskip("torch")
 CUDA = torch.cuda.is_available()
@@ -192,11 +193,11 @@ def test_hidden_packages_cannot_be_imported_or_found(tmp_path):
 # ------------------------------------------------------------------ the whole campaign at smoke size
 
 
-def test_campaign_smoke_runs_every_part(tmp_path):
-    """``bench/gpu_campaign.sh --smoke``: every part runs at tiny size on this machine and writes its figures."""
+def test_campaign_smoke_runs_every_part(assets, tmp_path):
+    """``bench/gpu_campaign.sh --smoke``: every part runs at tiny size on this machine and writes its figures
+    (on the assets above: the fixture has run gpu_prepare.py already)."""
     env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
-    env.pop(gpu_lib.ASSETS_ENV, None)
-    env.setdefault("SUBER_BENCH_SMOKE_CACHE", str(tmp_path / "smoke-cache"))
+    env[gpu_lib.ASSETS_ENV] = str(gpu_lib.assets_dir())
     run = subprocess.run(["bash", str(ROOT / "bench" / "gpu_campaign.sh"), "--smoke"], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
@@ -207,4 +208,5 @@ def test_campaign_smoke_runs_every_part(tmp_path):
         assert data["rows"], f"{part} wrote no figure"
     assert any(r["unit"] == "TFLOP/s" for r in results["rater"]["rows"])
     assert {r["what"] for r in results["rl"]["rows"]} >= {f"SuberVectorEnv({n}) steps/s" for n in (2, 4)}
-    assert "ratio " in run.stdout and "all parts ran" in run.stdout
+    ratios = sum(r["unit"] == "x" for data in results.values() for r in data["rows"])
+    assert len(RATIO_LINE.findall(run.stdout)) >= ratios > 0 and "all parts ran" in run.stdout
