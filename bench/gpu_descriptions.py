@@ -47,6 +47,7 @@ def main() -> None:
         ap.add_argument("--baseline", type=int, default=4, help="users written by guidance's loop")
         ap.add_argument("--max-tokens", type=int, default=64)
         ap.add_argument("--temperature", type=float, default=0.7)
+        ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the profiled batch")
 
     args = gpu_lib.parse_args(__doc__.splitlines()[0], extra)
     if args.smoke:
@@ -82,6 +83,9 @@ def main() -> None:
     fig.add("batched engine tokens/s", b_tok / b_sec, "tokens/s", None, name)
     fig.add("guidance one at a time tokens/s", g_tok / g_sec, "tokens/s", None, name)
     fig.add("peak memory, batched", peak, "GiB" if dev == "cuda" else "GiB RSS", None, name)
+    if args.profile:  # one more batch, after the timed runs: where its time goes
+        chunk = reqs[: args.batch]
+        gpu_lib.profile(lambda: run_batched(backend, chunk, decoding, args.batch), dev, f"one batch of {len(chunk)}")
 
 
 if __name__ == "__main__":

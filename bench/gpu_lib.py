@@ -193,6 +193,30 @@ class Timer:
         self.seconds = time.perf_counter() - self.start
 
 
+def profile(fn, dev: str, title: str, rows: int = 15) -> None:
+    """Print where one call of ``fn`` spends its time: torch's profiler (kernels on CUDA, operators on the CPU)
+    and, beside it, Python's (the host-side work between kernels), so a missed goal has its profile in the log."""
+    import cProfile
+    import io
+    import pstats
+
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+    host = cProfile.Profile()
+    with torch_profile(activities=activities) as prof:
+        host.enable()
+        fn()
+        sync(dev)
+        host.disable()
+    key = "cuda_time_total" if dev == "cuda" else "cpu_time_total"
+    print(f"\n  profile: {title}\n{prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=60)}")
+    text = io.StringIO()
+    pstats.Stats(host, stream=text).sort_stats("tottime").print_stats(rows)
+    print("\n".join(line[:160] for line in text.getvalue().splitlines() if line.strip()), flush=True)
+
+
 # ------------------------------------------------------------------ assets
 
 

@@ -91,6 +91,10 @@ def bench_model(fig: Figures, shape: str, tok, ds, dev: str, dtype, args, goals:
         if fig.peak:
             fig.add(f"{label}: batched model FLOP utilisation (bf16 peak)", 100 * flops / seconds / fig.peak, "%")
         fig.add(f"{label}: peak memory, batched", peak, "GiB" if dev == "cuda" else "GiB RSS", None, name)
+        if args.profile and goals and slots == args.slot_list[0]:  # one step, after the timed runs
+            rater._persona_kv.clear()
+            step = lambda r=rater, req=work[0]: r.distribution(req)  # noqa: E731
+            gpu_lib.profile(step, dev, f"{label}: one step, persona caches cold")
         del rater
     del model
     gpu_lib.free(dev)
@@ -105,6 +109,7 @@ def main() -> None:
         ap.add_argument("--baseline", type=int, default=16, help="requests rated SUBER's way")
         ap.add_argument("--models", default="mistral-7b,llama-1b")
         ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+        ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the 7B step's profile")
 
     args = gpu_lib.parse_args(__doc__.splitlines()[0], extra)
     if args.smoke:
