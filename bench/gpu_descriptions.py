@@ -51,7 +51,7 @@ def main() -> None:
 
     args = gpu_lib.parse_args(__doc__.splitlines()[0], extra)
     if args.smoke:
-        args.users, args.batch, args.baseline, args.max_tokens = 2, 2, 1, 16
+        args.users, args.batch, args.baseline, args.max_tokens = 2, 2, 1, 8
     dev = args.device
     fig = Figures("descriptions", args.out, dev, args.smoke)
     tok = gpu_lib.smollm2_tokenizer()
