@@ -7,6 +7,8 @@
 # runs what the tests here ran.
 #
 #   bash bench/gpu_wheels.sh            # then bench/gpu_campaign.sh installs them with pip --no-index on the device
+#   GPU_WHEELS_EXTRA=transformers bash bench/gpu_wheels.sh   # also this checkout's transformers (about 12 MB),
+#                                       # should the image's (5.17 when last read) break the rater or guidance
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -15,7 +17,7 @@ DEST=.gpu-carry/whl
 # suber_data's import-time needs on the benched paths (tenacity, platformdirs); typing-extensions: new enough for
 # this pydantic-core
 PACKAGES=(guidance guidance-stitch llguidance pydantic pydantic-core annotated-types typing-inspection
-  typing-extensions duckdb gymnasium farama-notifications tenacity platformdirs)
+  typing-extensions duckdb gymnasium farama-notifications tenacity platformdirs ${GPU_WHEELS_EXTRA:-})
 PINS=$($PY - "${PACKAGES[@]}" <<'EOF'
 import sys
 from importlib.metadata import version
