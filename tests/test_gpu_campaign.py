@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -208,5 +209,7 @@ def test_campaign_smoke_runs_every_part(assets, tmp_path):
         assert data["rows"], f"{part} wrote no figure"
     assert any(r["unit"] == "TFLOP/s" for r in results["rater"]["rows"])
     assert {r["what"] for r in results["rl"]["rows"]} >= {f"SuberVectorEnv({n}) steps/s" for n in (2, 4)}
+    files = list((tmp_path / "out").rglob("*"))  # all come back from a device: at most 8 plain, plainly named files
+    assert len(files) <= 8 and all(f.is_file() and re.fullmatch(r"[\w.-]+", f.name) for f in files), files
     ratios = sum(r["unit"] == "x" for data in results.values() for r in data["rows"])
     assert len(RATIO_LINE.findall(run.stdout)) >= ratios > 0 and "all parts ran" in run.stdout
