@@ -193,6 +193,33 @@ class Timer:
         self.seconds = time.perf_counter() - self.start
 
 
+def ceilings(dev: str, smoke: bool) -> tuple[float, float]:
+    """The card's two ceilings as measured here (METHOD.md): bf16 matrix product FLOP/s (n = 8192, random data)
+    and device-to-device copy bytes/s (1 GiB read + written), each the median of 10 after 3 warm-ups."""
+    import statistics
+
+    import torch
+
+    n, size = (256, 2**22) if smoke else (8192, 2**30)
+    a, b = (torch.randn(n, n, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    src = torch.randn(size // 4, device=dev)
+    dst = torch.empty_like(src)
+
+    def median(fn) -> float:
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(10):
+            with Timer(dev) as t:
+                fn()
+            times.append(t.seconds)
+        return statistics.median(times)
+
+    flops = 2 * n**3 / median(lambda: a @ b)
+    copy = 2 * size / median(lambda: dst.copy_(src))
+    return flops, copy
+
+
 def profile(fn, dev: str, title: str, rows: int = 15) -> None:
     """Print where one call of ``fn`` spends its time: torch's profiler (kernels on CUDA, operators on the CPU)
     and, beside it, Python's (the host-side work between kernels), so a missed goal has its profile in the log."""

@@ -90,6 +90,11 @@ def bench_model(fig: Figures, shape: str, tok, ds, dev: str, dtype, args, goals:
         fig.add(f"{label}: batched model TFLOP/s", flops / seconds / 1e12, "TFLOP/s", None, name)
         if fig.peak:
             fig.add(f"{label}: batched model FLOP utilisation (bf16 peak)", 100 * flops / seconds / fig.peak, "%")
+        fig.add(
+            f"{label}: batched model FLOPs, % of the measured bf16 matmul rate",
+            100 * flops / seconds / args.matmul,
+            "%",
+        )
         fig.add(f"{label}: peak memory, batched", peak, "GiB" if dev == "cuda" else "GiB RSS", None, name)
         if args.profile and goals and slots == args.slot_list[0]:  # one step, after the timed runs
             rater._persona_kv.clear()
@@ -118,6 +123,10 @@ def main() -> None:
     fig = Figures("rater", args.out, args.device, args.smoke)
     from suber_env import load_dataset
 
+    matmul, copy = gpu_lib.ceilings(args.device, args.smoke)
+    fig.add("measured bf16 matmul rate (8192^3, random data)", matmul / 1e12, "TFLOP/s")
+    fig.add("measured device copy bandwidth (read + write)", copy / 1e9, "GB/s")
+    args.matmul = matmul
     ds = load_dataset(gpu_lib.assets()["dataset"])
     tok = gpu_lib.smollm2_tokenizer()
     fig.note(f"dataset {ds.n_items} items, {ds.n_users} users (the carried sample release); 2-shot 0-9 prompts")
