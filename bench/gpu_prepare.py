@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_lib  # noqa: E402
-from benchlib import SMOLLM2_GGUF, build_movies, smoke_dataset, smollm2_dir  # noqa: E402
+from benchlib import SMOKE_CACHE_ENV, SMOLLM2_GGUF, build_movies, smoke_dataset, smollm2_dir  # noqa: E402
 
 
 def minilm_dir() -> Path:
@@ -87,6 +87,8 @@ def main() -> None:
     folder = args.into or gpu_lib.assets_dir()
     users, texts = (4, 16) if args.smoke else (args.users, args.texts)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.smoke:  # the smoke dataset must outlive this process: build it beside the assets unless a cache is named
+        os.environ.setdefault(SMOKE_CACHE_ENV, str(folder / "smoke-cache"))
     table = prepare(folder, args.smoke, users, texts)
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
     print(f"assets in {folder}: {', '.join(k for k in table if k != 'smoke')} ({size / 2**20:.1f} MiB)")

@@ -43,13 +43,15 @@ def assets(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("gpu-assets")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "env")])}
-    env[SMOKE_CACHE_ENV] = str(folder / "smoke-cache")
+    env.pop(SMOKE_CACHE_ENV, None)  # as `bench/gpu_campaign.sh --smoke` runs it: what it builds must outlive it
     cmd = [sys.executable, str(ROOT / "bench" / "gpu_prepare.py"), "--smoke", "--into", str(folder / "assets")]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     saved = os.environ.get(gpu_lib.ASSETS_ENV)
     os.environ[gpu_lib.ASSETS_ENV] = str(folder / "assets")
-    yield gpu_lib.assets()
+    table = gpu_lib.assets()
+    assert (Path(table["dataset"]) / "manifest.json").exists(), table
+    yield table
     if saved is None:
         os.environ.pop(gpu_lib.ASSETS_ENV, None)
     else:
