@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test interop bench lint clean
+.PHONY: venv demo test interop bench gpu-bench gpu-prepare lint clean
 
 venv: $(STAMP)
 
@@ -48,6 +48,17 @@ interop: venv
 
 bench: venv
 	set -e; for b in bench/bench_*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(BIN)/python $$b; done
+
+# The GPU campaign (issue 28; docs/gpu.md): on a lent device, `make gpu-bench GPU_ARGS="--call 1"` then "--call 2"
+# (no venv step: the device's python3 holds torch, and .gpu-carry/ the rest); here, GPU_ARGS=--smoke rehearses it.
+# `make gpu-prepare` fills the git-ignored .gpu-carry/ (wheels the device lacks, the parts' assets) to carry.
+GPU_PY := $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+gpu-bench:
+	PYTHON=$(GPU_PY) bash bench/gpu_campaign.sh $(GPU_ARGS)
+
+gpu-prepare: venv
+	PYTHON=$(BIN)/python bash bench/gpu_wheels.sh
+	HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR):$(CURDIR)/env $(BIN)/python bench/gpu_prepare.py
 
 lint: venv
 	$(BIN)/ruff check .

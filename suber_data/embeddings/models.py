@@ -214,6 +214,9 @@ class Embedder:
                 normalize_embeddings=not self.has_normalize_layer,
                 show_progress_bar=False,
             )
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            if np.abs(norms - 1).max() > 1e-5:  # a bfloat16/float16 model normalised in 16 bits: redo it in 32
+                vectors = vectors / np.maximum(norms, 1e-12)
             if out is None:
                 out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
             out[rows] = vectors

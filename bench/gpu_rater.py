@@ -1,0 +1,138 @@
+"""The rater on the GPU: ratings per second of the env's batched one-pass rater (``TransformersRater``: shared-prefix
+and persona KV caches, length-grouped batches, the scale's logits read in one forward pass) against SUBER's way
+(one request at a time, the whole prompt, one constrained token sampled with temperature 0.6, top-k 50, top-p 0.9:
+``bench_env.suber_way``), on the same prompts, in the same command.
+
+Models: Mistral-7B's architecture with random weights in bfloat16 (no weights can reach the device; a throughput
+figure, not a quality one), and a 1B-class one (Llama-3.2-1B's shapes) beside it; both with SmolLM2's tokenizer
+(see gpu_prepare.py). Workload: what a vector env sends (``slots`` users, one request each per step, 3 retrieved
+past items each, 2-shot 0-9 prompts over the carried sample release's movies).
+
+Figures: ratings/s of each side and their ratio (goals for the 7B: >= 10x and >= 100 ratings/s), prompt tokens/s
+(the same prompts' tokens over each side's time), computed tokens/s (what the batched path ran: each persona once,
+each request's rest), model FLOP utilisation against the card's dense bf16 peak, and peak GPU memory.
+
+    python bench/gpu_rater.py [--out DIR] [--slots 64,256] [--ratings 512] [--baseline 16]
+    python bench/gpu_rater.py --smoke     # tiny models, on CUDA when present else the CPU: the code, no figures
+"""
+
+from __future__ import annotations
+
+import gpu_lib
+import numpy as np
+from gpu_lib import Figures, Timer
+
+
+def workload(ds, slots: int, steps: int, seed: int = 0):
+    """``steps`` env steps of ``slots`` distinct users, each request with 3 retrieved past items and ratings."""
+    from suber_env import Requests
+
+    rng = np.random.default_rng(seed)
+    users = rng.choice(ds.n_users, slots, replace=False)
+    out = []
+    for _ in range(steps):
+        hist = np.stack([rng.choice(ds.n_items, 3, replace=False) for _ in range(slots)])
+        ratings = rng.integers(1, 11, (slots, 3)).astype(np.float64)
+        out.append(Requests(users, rng.integers(0, ds.n_items, slots), hist, ratings, np.zeros(slots, np.int64)))
+    return out
+
+
+def computed_tokens(rater, work) -> int:
+    """Tokens the batched path runs through the model: each user's head once (its persona cache), every rest."""
+    heads, total = {}, 0
+    for req in work:
+        h, r = rater.encode_parts(req)
+        heads.update(zip(req.users.tolist(), map(len, h), strict=True))
+        total += sum(map(len, r))
+    return total + sum(heads.values())
+
+
+def run_batched(rater, work, dev: str) -> float:
+    """Seconds for one ``distribution`` call per step, persona caches built inside the timed run."""
+    rater.distribution(work[0].subset(slice(0, 1)))  # warm-up: the shared prefix's cache, kernels
+    rater._persona_kv.clear()
+    with Timer(dev) as t:
+        for req in work:
+            rater.distribution(req)
+    return t.seconds
+
+
+def bench_model(fig: Figures, shape: str, tok, ds, dev: str, dtype, args, goals: bool) -> None:
+    from bench_env import suber_way
+    from suber_env import TransformersRater
+
+    gpu_lib.free(dev)
+    model, name, billions = gpu_lib.random_lm(shape, len(tok), dev, dtype, args.smoke)
+    fig.note(f"{name}: {billions:.2f} B parameters, {dtype}, tokenizer SmolLM2-135M-Instruct ({len(tok)} tokens)")
+    for slots in args.slot_list:
+        steps = max(1, args.ratings // slots)
+        rater = TransformersRater(ds, model, tok, scale="0-9", shots=2, max_batch=slots, max_batch_tokens=slots * 1024)
+        work = workload(ds, slots, steps)
+        n = slots * steps
+        gpu_lib.reset_peak(dev)
+        seconds = run_batched(rater, work, dev)
+        peak = gpu_lib.peak_memory_gib(dev)
+        flops = gpu_lib.model_flops(model, computed_tokens(rater, work), n)
+        prompt_tokens = sum(len(rater.prefix_ids) + len(s) for req in work for s in rater.encode(req))
+        base = work[0].subset(slice(0, min(args.baseline, slots)))
+        suber_way(rater, base.subset(slice(0, 1)))  # warm-up
+        with Timer(dev) as t:
+            suber_way(rater, base)
+        base_prompt = sum(len(rater.prefix_ids) + len(s) for s in rater.encode(base))
+        label = f"{shape}, {slots} slots x {steps} steps"
+        ours, theirs = n / seconds, len(base) / t.seconds
+        fig.add(f"{label}: batched one-pass ratings/s", ours, "ratings/s", 100 if goals else None, name)
+        fig.add(f"{label}: SUBER's way ratings/s ({len(base)} requests)", theirs, "ratings/s", None, name)
+        fig.ratio(f"{label}: ratings/s, batched vs SUBER's way", ours, theirs, 10 if goals else None, name)
+        fig.add(f"{label}: batched prompt tokens/s", prompt_tokens / seconds, "tokens/s", None, name)
+        fig.add(f"{label}: SUBER's way prompt tokens/s", base_prompt / t.seconds, "tokens/s", None, name)
+        fig.add(f"{label}: batched computed tokens/s", computed_tokens(rater, work) / seconds, "tokens/s", None, name)
+        fig.add(f"{label}: batched model TFLOP/s", flops / seconds / 1e12, "TFLOP/s", None, name)
+        if fig.peak:
+            fig.add(f"{label}: batched model FLOP utilisation (bf16 peak)", 100 * flops / seconds / fig.peak, "%")
+        fig.add(
+            f"{label}: batched model FLOPs, % of the measured bf16 matmul rate",
+            100 * flops / seconds / args.matmul,
+            "%",
+        )
+        fig.add(f"{label}: peak memory, batched", peak, "GiB" if dev == "cuda" else "GiB RSS", None, name)
+        if args.profile and goals and slots == args.slot_list[0]:  # one step, after the timed runs
+            rater._persona_kv.clear()
+            step = lambda r=rater, req=work[0]: r.distribution(req)  # noqa: E731
+            gpu_lib.profile(step, dev, f"{label}: one step, persona caches cold")
+        del rater
+    del model
+    gpu_lib.free(dev)
+
+
+def main() -> None:
+    import torch
+
+    def extra(ap):
+        ap.add_argument("--slots", default="64,256", help="users per env step (comma list)")
+        ap.add_argument("--ratings", type=int, default=512, help="ratings by the batched path per slot count")
+        ap.add_argument("--baseline", type=int, default=16, help="requests rated SUBER's way")
+        ap.add_argument("--models", default="mistral-7b,llama-1b")
+        ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+        ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the 7B step's profile")
+
+    args = gpu_lib.parse_args(__doc__.splitlines()[0], extra)
+    if args.smoke:
+        args.slots, args.ratings, args.baseline = "4", 8, 2
+    args.slot_list = [int(s) for s in args.slots.split(",")]
+    fig = Figures("rater", args.out, args.device, args.smoke)
+    from suber_env import load_dataset
+
+    matmul, copy = gpu_lib.ceilings(args.device, args.smoke)
+    fig.add("measured bf16 matmul rate (8192^3, random data)", matmul / 1e12, "TFLOP/s")
+    fig.add("measured device copy bandwidth (read + write)", copy / 1e9, "GB/s")
+    args.matmul = matmul
+    ds = load_dataset(gpu_lib.assets()["dataset"])
+    tok = gpu_lib.smollm2_tokenizer()
+    fig.note(f"dataset {ds.n_items} items, {ds.n_users} users (the carried sample release); 2-shot 0-9 prompts")
+    for shape in args.models.split(","):
+        bench_model(fig, shape, tok, ds, args.device, getattr(torch, args.dtype), args, goals=shape == "mistral-7b")
+
+
+if __name__ == "__main__":
+    main()
