@@ -1,6 +1,10 @@
 """Training steps per second with the oracle rater: the same SB3 algorithm (A2C, SUBER's Dict observation,
-MultiInputPolicy) and the same step budget, on ``SuberVectorEnv`` through the ``SB3VecEnv`` adapter (16 slots,
-one rater call per step for all) against SUBER's way (one ``gymnasium.Env`` in a ``DummyVecEnv`` of 1).
+MultiInputPolicy), the same step budget and the same n, on ``SuberVectorEnv(n)`` through the ``SB3VecEnv``
+adapter (one rater call per step for all n slots) against SB3's ``DummyVecEnv`` of n ``SuberEnv`` (SUBER's
+semantics: one env per user, one rater call of one request per env per step), all sharing one rater object.
+That ratio is the fair one: both make n ratings per rollout step. ``DummyVecEnv(1)`` (one env, what SUBER's
+scripts train on) runs too, for its steps/s only: it makes n times fewer ratings per update, so a ratio against
+it compares different work (the 16.3x once quoted was that).
 
 The dataset is a suber-data folder (default: the packaged sample release built offline by the real builder with
 40 users, into a temporary folder). Run: ``python bench/bench_training.py [--dataset DIR] [--steps N]``;
@@ -42,7 +46,8 @@ def main() -> None:
         args.steps = 64
     import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
-    from suber_env import SuberEnv, SuberVectorEnv, load_dataset
+    from suber_env import OracleRater, SuberEnv, SuberVectorEnv, load_dataset
+    from suber_env.core import DOMAIN_SCALES
     from suber_env.rl import SB3VecEnv
 
     torch.set_num_threads(1)
@@ -51,12 +56,16 @@ def main() -> None:
             smoke_dataset() if args.smoke else build_movies(Path(tmp), users=40, embedding_model="minilm")
         )
         ds = load_dataset(folder)
-        vec = _run(SB3VecEnv(SuberVectorEnv(args.num_envs, ds, rater="oracle")), args.steps)
-        one = _run(DummyVecEnv([lambda: SuberEnv(ds, rater="oracle")]), args.steps)
-    print(f"dataset {ds.path}: {ds.n_users} users, {ds.n_items} items; A2C, {args.steps} steps each")
-    print(f"SuberVectorEnv({args.num_envs}) + SB3VecEnv: {vec:,.0f} steps/s")
-    print(f"SuberEnv in DummyVecEnv(1) (SUBER's way): {one:,.0f} steps/s")
-    print_ratio(f"training steps/s, SuberVectorEnv({args.num_envs}) vs SuberEnv in DummyVecEnv(1)", vec / one)
+        rater = OracleRater(ds, scale=DOMAIN_SCALES[ds.domain])
+        n = args.num_envs
+        vec = _run(SB3VecEnv(SuberVectorEnv(n, ds, rater=rater)), args.steps)
+        many = _run(DummyVecEnv([lambda: SuberEnv(ds, rater=rater)] * n), args.steps)
+        one = _run(DummyVecEnv([lambda: SuberEnv(ds, rater=rater)]), args.steps)
+    print(f"dataset {ds.path}: {ds.n_users} users, {ds.n_items} items; A2C n_steps 8, {args.steps} steps each")
+    print(f"SuberVectorEnv({n}) + SB3VecEnv: {vec:,.0f} steps/s")
+    print(f"SuberEnv x {n} in DummyVecEnv({n}) (SUBER's semantics at the same n): {many:,.0f} steps/s")
+    print(f"SuberEnv in DummyVecEnv(1) ({n}x fewer ratings per update: not like for like): {one:,.0f} steps/s")
+    print_ratio(f"training steps/s at n={n}, SuberVectorEnv vs DummyVecEnv of SuberEnv", vec / many)
 
 
 if __name__ == "__main__":
