@@ -185,7 +185,7 @@ class OpenAIRater(Rater):
         prefix, suffixes = self.render.prefix, self.render.suffixes(req)
         try:
             out = self._rate(prefix, suffixes)
-        except Rejected as exc:
+        except (Rejected, sp.PathIgnored) as exc:
             if self.score_path == "top_logprobs" or self._asked != "auto":
                 raise RuntimeError(str(exc)) from exc
             warnings.warn(f"{exc}; the {self.score_path} score path is refused, using top_logprobs", stacklevel=2)

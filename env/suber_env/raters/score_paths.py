@@ -25,6 +25,10 @@ import numpy as np
 PATHS = ("top_logprobs", "token_ids", "score")
 
 
+class PathIgnored(RuntimeError):
+    """The server answered, but without what the score path asked for (an older server that ignores the field)."""
+
+
 class LabelTokens:
     """The scale's label spellings as single tokens: ``ids[j]`` spells label ``label[j]`` and decodes to
     ``text[j]``. Built from the tokenizer the prompts were rendered with (``prompting.label_token_ids``)."""
@@ -94,11 +98,11 @@ def read_vllm_token_ids(data: dict, n: int, labels: LabelTokens, url: str) -> li
         by_id = {}
         for key, lp in top.items():
             if not key.startswith("token_id:"):
-                raise RuntimeError(f"{url}: top_logprobs key {key!r} is not 'token_id:<id>' as asked")
+                raise PathIgnored(f"{url}: top_logprobs key {key!r} is not 'token_id:<id>' as asked")
             by_id[int(key.removeprefix("token_id:"))] = lp
         missing = [t for t in labels.ids if t not in by_id]
         if missing:
-            raise RuntimeError(f"{url}: the answer lacks the logprob_token_ids {missing}; the server ignored them")
+            raise PathIgnored(f"{url}: the answer lacks the logprob_token_ids {missing}; the server ignored them")
         rows.append(labels.to_row(by_id))
     return rows
 
