@@ -119,7 +119,7 @@ class OpenAIRater(Rater):
             self._labels = sp.LabelTokens(self.tokenizer, self.scale, probe)
 
     def _check_path(self, path: str) -> None:
-        need = {"token_ids": ("vllm", "llama-cpp-python", "llama.cpp"), "score": ("sglang",)}.get(path)
+        need = {"token_ids": ("vllm",), "score": ("sglang",)}.get(path)
         if need and self.tokenizer is None:
             raise ValueError(f"score_path={path!r} needs the model's tokenizer (tokenizer=...) for the label ids")
         if need and self.server not in need:
@@ -127,17 +127,9 @@ class OpenAIRater(Rater):
 
     # -- rating
 
-    def _jobs(self, prefix: str, suffixes: list[str]) -> tuple[list[tuple[str, dict]], list]:
-        """(path, body) requests and, for each, what its answer rates: (first prompt, count) or, for an echo
-        request, (prompt, label spelling index)."""
+    def _jobs(self, prefix: str, suffixes: list[str]) -> tuple[list[tuple[str, dict]], list[tuple[int, int]]]:
+        """(path, body) requests and, for each, the prompts its answer rates: (first, count)."""
         n, m, path = len(suffixes), self.model_name, self.score_path
-        if path == "token_ids" and self.server != "vllm":  # llama.cpp: one echo request per label spelling
-            jobs, what = [], []
-            for i, s in enumerate(suffixes):
-                for j, body in enumerate(sp.echo_bodies(m, prefix + s, self._labels)):
-                    jobs.append(("completions", body))
-                    what.append((i, j))
-            return jobs, what
         step = 1 if self.server == "llama-cpp-python" else self.max_batch  # its server takes one prompt
         jobs, what = [], []
         for a in range(0, n, step):
@@ -163,10 +155,6 @@ class OpenAIRater(Rater):
             if filled[k]:  # a request's answer is used once, whatever the retries did
                 raise AssertionError(f"request {k} answered twice")
             filled[k] = True
-            if path == "token_ids" and self.server != "vllm":
-                i, j = what[k]
-                out[i, labels.label[j]] += np.exp(sp.read_echo(data, labels.text[j], url))
-                return
             a, count = what[k]
             if path == "score":
                 rows = sp.read_sglang_score(data, count, labels, url)

@@ -5,10 +5,11 @@ of prompts and how to read each prompt's label probabilities from the answer.
   the labels are looked up by their text among the N most likely next tokens (a label outside them counts 0).
 * ``token_ids``: the labels' token ids are named in the request, so every label is scored whatever its rank.
   On vLLM, ``logprob_token_ids`` (its ``CompletionRequest`` field; ``logprobs`` must be set too) with
-  ``return_tokens_as_token_ids`` so that the answer's ``top_logprobs`` keys are ``"token_id:<id>"``. On
-  llama.cpp (llama-cpp-python's server), which has no such field and whose ``logit_bias`` does not reach its
-  sampler, the label is appended to the prompt and read back with ``echo``: ``token_logprobs`` of the prompt's
-  last token is log P(label | prompt), one request per label spelling (the server reuses the cached prompt).
+  ``return_tokens_as_token_ids`` so that the answer's ``top_logprobs`` keys are ``"token_id:<id>"``.
+  llama-cpp-python's server (0.3.36) has none that works: it has no such field, its ``logit_bias`` and
+  ``grammar`` do not reach its sampler (a +100 bias on a label and a one-label grammar both still sampled the
+  unbiased token here), and ``echo`` of a label appended to the prompt sorts the whole vocabulary once per
+  prompt token (about 12 s per request for a 393-token prompt on this VM); so llama.cpp is read by top_logprobs.
 * ``score`` (SGLang): ``/v1/score`` with the shared prefix as ``query``, the requests' suffixes as ``items`` and
   the labels' ``label_token_ids``; ``scores[i]`` are item i's label probabilities in that order. A server
   started with ``--multi-item-scoring-delimiter`` scores all items of the request in one forward pass.
@@ -105,28 +106,6 @@ def read_vllm_token_ids(data: dict, n: int, labels: LabelTokens, url: str) -> li
             raise PathIgnored(f"{url}: the answer lacks the logprob_token_ids {missing}; the server ignored them")
         rows.append(labels.to_row(by_id))
     return rows
-
-
-# -- token_ids on llama.cpp: the label appended, read back with echo
-
-
-def echo_bodies(model: str, prompt: str, labels: LabelTokens) -> list[dict]:
-    return [
-        {"model": model, "prompt": prompt + text, "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": True}
-        for text in labels.text
-    ]
-
-
-def read_echo(data: dict, label_text: str, url: str) -> float:
-    """log P(label | prompt) from an echo answer: the logprob of the prompt's last token."""
-    (c,) = _choices(data, 1, url)
-    lp = c.get("logprobs") or {}
-    last = int(data["usage"]["prompt_tokens"]) - 1
-    tokens, logprobs = lp.get("tokens") or [], lp.get("token_logprobs") or []
-    if last >= len(tokens) or tokens[last] != label_text:
-        got = tokens[last] if last < len(tokens) else None
-        raise RuntimeError(f"{url}: echo's prompt token {last} is {got!r}, not the label {label_text!r}")
-    return float(logprobs[last])
 
 
 # -- score on SGLang
