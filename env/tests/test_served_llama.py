@@ -56,9 +56,10 @@ def _start(log: Path) -> tuple[str, subprocess.Popen]:
     pytest.fail("the llama.cpp server did not start within 120 s")
 
 
-@pytest.fixture
-def two_servers(tmp_path):
-    started = [_start(tmp_path / f"server{i}.log") for i in range(2)]
+@pytest.fixture(scope="module")
+def two_servers(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("llama_servers")
+    started = [_start(logs / f"server{i}.log") for i in range(2)]
     yield started
     for _, proc in started:
         if proc.poll() is None:
@@ -83,6 +84,40 @@ class Recording(Rater):
         probs = self.inner.distribution(req)
         self.log.append((req, probs))
         return Ratings(probs)
+
+
+def test_served_top_logprobs_match_in_process_token_logits_on_the_same_model(movies, smollm2, two_servers):
+    """The served path (llama.cpp: the top 50 log-probabilities, looked up by the labels' text) against the
+    in-process one (transformers: the logits at the labels' token ids) on the same GGUF and the same prompts. The
+    runtimes differ (llama.cpp multiplies the Q4_1 weights with 8-bit activations, torch the dequantized weights in
+    float32), so the tolerance is that of the arithmetic, 0.06 per label, not float rounding; a wrong prompt, label
+    or mapping moves the distributions by far more (the labels' probabilities range from 0.01 to 0.58 here)."""
+    import torch
+    from suber_env import TransformersRater
+
+    model, tok = smollm2
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        local = TransformersRater(movies, model, tok, scale="one-ten", shots=0)
+        req = _requests(movies, 3)
+        want = local.distribution(req)
+    finally:
+        torch.set_num_threads(threads)
+    served = OpenAIRater(movies, two_servers[0][0], "smollm2", scale="one-ten", shots=0, top_logprobs=50, tokenizer=tok)
+    got = served.distribution(req)
+    assert served.server == "llama-cpp-python" and served.score_path == "top_logprobs"
+    assert local.render.prefix == served.render.prefix and local.render.suffixes(req) == served.render.suffixes(req)
+    np.testing.assert_allclose(got, want, atol=0.06)
+    assert (got.argmax(1) == want.argmax(1)).all()
+    assert np.abs(got @ np.arange(1, 11) - want @ np.arange(1, 11)).max() < 0.5  # expected ratings on 1..10
+
+
+def _requests(movies, n: int):
+    from suber_env import Requests
+
+    users = movies.described_users[np.arange(n) % len(movies.described_users)]
+    return Requests(users, np.arange(n) + 4, np.full((n, 0), -1), np.zeros((n, 0)), np.zeros(n, int))
 
 
 def test_ppo_on_two_llama_servers_one_killed_mid_run(movies, tmp_path, two_servers):
