@@ -127,9 +127,12 @@ class EndpointPool:
 
     def _wait_for_one(self, attempt: int, hint: float | None) -> None:
         """Every endpoint is down: wait for the server's hint, the backoff or the first endpoint back up."""
-        soonest = min(e.down_until for e in self.endpoints) - time.monotonic()
-        wait = hint if hint is not None else min(self.max_backoff, self.backoff * 2**attempt)
-        time.sleep(max(0.0, min(wait, self.max_backoff, max(soonest, 0.0) if hint is None else wait)))
+        if hint is not None:
+            wait = hint
+        else:  # the backoff, or less when an endpoint's cooldown ends sooner
+            soonest = min(e.down_until for e in self.endpoints) - time.monotonic()
+            wait = min(self.backoff * 2**attempt, max(soonest, 0.0))
+        time.sleep(max(0.0, min(wait, self.max_backoff)))
 
     def post(self, path: str, body: dict) -> dict:
         """POST ``body`` to ``path`` (relative to a base URL) on some endpoint; the answer's JSON."""
