@@ -43,7 +43,8 @@ class _Server(BaseHTTPRequestHandler):
     old = False
     label_ids: list[int] = []
     names: dict[int, str] = {}  # token text, as the tokenizer decodes it
-    calls: list = []
+    calls: list = []  # POST bodies
+    gets: list = []  # GET paths
 
     def log_message(self, *a):
         pass
@@ -57,6 +58,7 @@ class _Server(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        type(self).gets.append(self.path)
         if self.path != "/v1/models":
             return self._send(404, {"detail": "Not Found"})
         self._send(200, {"object": "list", "data": [{"id": "served", "object": "model", "owned_by": self.kind}]})
@@ -116,16 +118,24 @@ class _Server(BaseHTTPRequestHandler):
         )
 
 
+class _Calls(list):
+    def __init__(self, handler):
+        super().__init__()
+        self.gets = handler.gets
+
+
 @contextmanager
 def served(kind: str, names: dict[int, str], old: bool = False) -> Iterator[tuple[str, list]]:
-    """(base URL, calls) of a fresh ``kind`` ("vllm" or "sglang") stand-in whose model scores the token ids of
-    ``names`` (id -> token text)."""
-    attrs = {"kind": kind, "old": old, "label_ids": list(names), "names": dict(names), "calls": []}
+    """(base URL, POSTs received) of a fresh ``kind`` ("vllm" or "sglang") stand-in whose model scores the token ids
+    of ``names`` (id -> token text); the POST list's ``gets`` attribute holds the GET paths."""
+    attrs = {"kind": kind, "old": old, "label_ids": list(names), "names": dict(names), "calls": [], "gets": []}
     handler = type(f"{kind}Server", (_Server,), attrs)
     srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/v1", handler.calls
+        calls = _Calls(handler)
+        handler.calls = calls
+        yield f"http://127.0.0.1:{srv.server_address[1]}/v1", calls
     finally:
         srv.shutdown()
         srv.server_close()

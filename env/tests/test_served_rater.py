@@ -39,7 +39,7 @@ def test_vllm_logprob_token_ids_request_and_answer(movies, smollm2_tokenizer):
     with served("vllm", dict(zip(labels.ids, labels.text, strict=True))) as (url, calls):
         r = OpenAIRater(movies, url, "served", scale="0-9", shots=0, tokenizer=smollm2_tokenizer, max_batch=2)
         p = r.distribution(_requests(movies))
-    assert (r.server, r.score_path) == ("vllm", "token_ids")
+    assert (r.server, r.score_path) == ("vllm", "token_ids") and calls.gets == ["/v1/models"]
     assert len(calls) == 2 and [len(c["body"]["prompt"]) for c in calls] == [2, 1]  # chunks of max_batch
     body = calls[0]["body"]
     want = {
@@ -117,3 +117,15 @@ def test_pool_fails_over_to_a_live_endpoint(movies, smollm2_tokenizer):
     dead = OpenAIRater(movies, [_dead_url(), _dead_url()], "m", scale="0-9", shots=0, max_attempts=2, backoff=0.01)
     with pytest.raises(RuntimeError, match=r"every endpoint of .* kept failing after 2 attempts"):
         dead.distribution(_requests(movies, 1))
+
+
+def test_named_server_and_path_skip_the_probe(movies, smollm2_tokenizer):
+    labels = _labels(movies, smollm2_tokenizer)
+    with served("vllm", dict(zip(labels.ids, labels.text, strict=True))) as (url, calls):
+        r = OpenAIRater(
+            movies, url, "served", scale="0-9", shots=0, tokenizer=smollm2_tokenizer, server="vllm",
+            score_path="token_ids",
+        )  # fmt: skip
+        p = r.distribution(_requests(movies, 2))
+    assert [c["path"] for c in calls] == ["/v1/completions"] and calls.gets == []  # no probe: the kind was given
+    np.testing.assert_allclose(p, [_expected(q, labels) for q in calls[0]["body"]["prompt"]], atol=1e-12)

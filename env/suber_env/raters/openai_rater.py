@@ -81,6 +81,7 @@ class OpenAIRater(Rater):
         self.base_url = self.pool.urls[0]
         self.server, self.score_path, self._asked = server, score_path, score_path
         self._labels: sp.LabelTokens | None = None
+        self._ready = False  # the server kind and score path are settled (_detect, before the first request)
         self._lookup = {lab: i for i, lab in enumerate(self.scale.labels)}
         self.rated = 0
 
@@ -168,8 +169,9 @@ class OpenAIRater(Rater):
         return out
 
     def distribution(self, req: Requests) -> np.ndarray:
-        if self.server == "auto" or self.score_path == "auto":
+        if not self._ready:
             self._detect()
+            self._ready = True
         prefix, suffixes = self.render.prefix, self.render.suffixes(req)
         try:
             out = self._rate(prefix, suffixes)
