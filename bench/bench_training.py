@@ -55,7 +55,7 @@ def _rllib_ppo(ds, n: int, steps: int, runners: int) -> tuple[float, float]:
     from suber_env.training.rllib_env import make_env
     from suber_env.training.rllib_trainer import ENV_NAME, _connect, ppo_config
 
-    _connect(None)
+    _connect(None, runners)
     register_env(ENV_NAME, make_env)
     t0 = time.perf_counter()
     algo = ppo_config(ds, TrainConfig(algo="ppo", steps=steps, num_envs=n), runners).build_algo()

@@ -20,7 +20,11 @@ from pathlib import Path
 ENV_NAME = "suber_env_taste"
 
 
-def _connect(address: str | None) -> None:
+def _connect(address: str | None, env_runners: int = 1) -> None:
+    """Connect to ``address``, or start a local Ray with a CPU per env runner at least (each asks for one; more
+    runners than cores would otherwise wait for CPUs forever)."""
+    import os
+
     import ray
 
     import suber_env
@@ -28,7 +32,8 @@ def _connect(address: str | None) -> None:
     if ray.is_initialized():
         return
     package = str(Path(suber_env.__file__).resolve().parent)
-    ray.init(address=address, runtime_env={"py_modules": [package]}, log_to_driver=False)
+    local = {} if address else {"num_cpus": max(os.cpu_count() or 1, env_runners)}
+    ray.init(address=address, runtime_env={"py_modules": [package]}, log_to_driver=False, **local)
 
 
 def ppo_config(dataset, cfg, env_runners: int = 1):
@@ -88,7 +93,7 @@ def train_rllib(dataset, cfg, out, resume=None, progress=None, address: str | No
 
     run_dir = Path(out) / "ppo" / f"seed{cfg.seed}"
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    _connect(address)
+    _connect(address, env_runners)
     register_env(ENV_NAME, make_env)
     algo = ppo_config(dataset, cfg, env_runners).build_algo()
     start = 0
