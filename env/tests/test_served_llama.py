@@ -1,5 +1,6 @@
-"""The openai rater served by real llama.cpp servers (llama-cpp-python's, SmolLM2-135M-Instruct GGUF): the server
-kind read from the server, and PPO trained on a pool of two servers, one killed in the middle.
+"""The openai rater served by real llama.cpp servers (llama-cpp-python's, SmolLM2-135M-Instruct GGUF): its top
+log-probabilities against the in-process rater's token logits on the same model, and PPO trained on a pool of two
+servers, one killed in the middle.
 
 Each server is its own process started by ``python -m suber_env.raters.llama_server`` (llama-cpp-python's server
 with the extra CPU buffer types off; see that module). On this 2-core VM a fresh rating costs several seconds
