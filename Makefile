@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test interop bench gpu-bench gpu-prepare lint clean
+.PHONY: venv demo test interop rllib bench gpu-bench gpu-prepare lint clean
 
 venv: $(STAMP)
 
@@ -46,6 +46,17 @@ interop: venv
 	SUBER_LENSKIT_PYTHON=$(INTEROP)/lenskit/bin/python SUBER_RECBOLE_PYTHON=$(INTEROP)/recbole/bin/python \
 		HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests/export
 
+# RLlib (`suber-env train --engine rllib`): ray[rllib] 2.60 pins gymnasium==1.2.2 while .venv has 1.4.0, so it
+# gets an overlay venv as the export libraries do: gymnasium 1.2.2 and RLlib's few extra modules in its own
+# site-packages, everything else (ray, torch, suber_env) reused from .venv. docs/training.md says why.
+RLLIB := .venv-rllib
+rllib: venv
+	test -x $(RLLIB)/bin/python || $(BIN)/python -m venv $(RLLIB)
+	$(BIN)/python -c "import site; print(site.getsitepackages()[0])" > \
+		"$$($(RLLIB)/bin/python -c 'import site; print(site.getsitepackages()[0])')/zz-suber-data.pth"
+	$(RLLIB)/bin/python -m pip install -q --no-deps gymnasium==1.2.2 dm-tree tensorboardX ormsgpack
+	HF_HUB_OFFLINE=1 $(RLLIB)/bin/python -m pytest env/tests/test_rllib.py
+
 bench: venv
 	set -e; for b in bench/bench_*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(BIN)/python $$b; done
 
@@ -65,4 +76,4 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(RLLIB) data .pytest_cache .ruff_cache

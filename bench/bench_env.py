@@ -1,14 +1,16 @@
 """Benchmarks of suber_env, each printed as a ratio against a baseline run in the same command.
 
-1. Environment steps per second with the ``oracle`` rater: ``SuberVectorEnv`` (all slots stepped in numpy)
-   against a per-step Python implementation of the same environment (dict memory, Python retrieval,
-   rating, sampling and shaping, SUBER's observation vector), on ml-latest-small's 9,742 movies and 600 users.
+1. Environment steps per second with the ``oracle`` rater, at the same n and with the same rater object on
+   both sides: ``SuberVectorEnv(n)`` (all slots stepped in numpy, one rater call per step) against gymnasium's
+   ``SyncVectorEnv(n)`` of the project's own ``SuberEnv`` (one env per user, as SUBER's env is: one rater call
+   of one request per env per step), on ml-latest-small's 9,742 movies and 600 users.
 2. Ratings per second with SmolLM2-135M-Instruct on the CPU, on what a vector env sends the rater (8 slots,
    one user each, rated at every step; 2-shot prompts, the sample release's movies): the batched one-pass
    rater (shared-prefix KV cache, per-user persona KV cache, length-grouped padded batches, logits of the
    scale's tokens; persona caches built inside the timed run) against SUBER's way (one request at a time, the
    whole prompt, sampling one constrained token with temperature 0.6, top-k 50, top-p 0.9) on the first
-   requests of the same workload. Wall and process CPU time are both printed (the machine is shared).
+   requests of the same workload. Wall and process CPU time are both printed (the machine is shared). Then
+   env steps/s with that rater: ``SuberVectorEnv(8)`` against ``SyncVectorEnv(8)`` of ``SuberEnv`` sharing it.
 3. Only when CUDA is available: the same comparison with a 7B model of Mistral's architecture with random
    weights (named so; throughput only) on the GPU.
 
@@ -26,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
-import random
 import sys
 import tempfile
 import time
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("suber_env") is None:
     sys.path.insert(0, str(ROOT / "env"))
 
-from suber_env import Requests, SuberVectorEnv, TransformersRater, load_dataset  # noqa: E402
-from suber_env.core import sampling_probs  # noqa: E402
+from suber_env import Requests, SuberEnv, SuberVectorEnv, TransformersRater, load_dataset  # noqa: E402
+from suber_env.core import DOMAIN_SCALES, sampling_probs  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
@@ -75,125 +75,60 @@ def rated_dataset(tmp: Path, n_users: int) -> Path:
 # ------------------------------------------------------------------ 1. env steps/s
 
 
-class PythonStepEnv:
-    """The baseline: the same environment written per step in plain Python, as SUBER's env is (dict
-    memory per user, sorting past items for retrieval, the oracle's rating and SUBER's sampling warpers
-    computed per step, exponential-decay shaping, geometric termination, SUBER's observation vector)."""
-
-    def __init__(self, ds, seed: int, item_vector: bool, history: int = 10):
-        self.n_items, self.n_users = ds.n_items, ds.n_users
-        self.genres = [set(np.flatnonzero(r).tolist()) for r in ds.genres]
-        self.liked = [set(np.flatnonzero(r).tolist()) for r in ds.liked]
-        self.disliked = [set(np.flatnonzero(r).tolist()) for r in ds.disliked]
-        self.vote = ds.vote.tolist()
-        self.rng = random.Random(seed)
-        self.item_vector, self.history = item_vector, history
-        self.values = list(range(1, 11))
-
-    def reset(self):
-        self.user = self.rng.randrange(self.n_users)
-        self.memory: dict[int, list[tuple[float, int, int]]] = {}  # item -> [(rating, timestamp, num_watches)]
-        self.t = 0
-        self.log: list[tuple[int, float, int]] = []
-        return self._obs()
-
-    def _obs(self):
-        obs = {"user_id": np.array([self.user])}
-        if self.item_vector:
-            v = np.zeros(self.n_items, np.float32)
-            for it, inter in self.memory.items():
-                v[it] = inter[-1][0]
-            obs["item_ratings"] = v
-        last = self.log[-self.history :][::-1]
-        obs["history_items"] = np.array([x[0] for x in last] + [-1] * (self.history - len(last)))
-        return obs
-
-    def step(self, item: int):
-        past = sorted(((inter[-1][1], it) for it, inter in self.memory.items()), reverse=True)[:3]
-        seen = self.memory[item][-1][2] if item in self.memory else 0
-        g = self.genres[item]
-        vote = self.vote[item] if self.vote[item] > 0 else 6.0
-        mu = (
-            1
-            + vote / 10 * 9
-            + 1.5 * min(len(g & self.liked[self.user]), 2)
-            - 2.5 * min(len(g & self.disliked[self.user]), 2)
-            - seen
-        )
-        w = [math.exp(-0.5 * (v - mu) ** 2) for v in self.values]
-        s = sum(w)
-        logits = [math.log(max(x / s, 1e-300)) / 0.6 for x in w]
-        m = max(logits)
-        p = [math.exp(x - m) for x in logits]
-        s = sum(p)
-        order = sorted(range(10), key=lambda i: p[i])
-        cum, keep = 0.0, set()
-        for i in order:
-            cum += p[i] / s
-            if cum > 0.1:
-                keep.add(i)
-        keep.add(order[-1])
-        tot = sum(p[i] for i in keep)
-        u, acc, rating = self.rng.random() * tot, 0.0, self.values[order[-1]]
-        for i in range(10):
-            if i in keep:
-                acc += p[i]
-                if u < acc:
-                    rating = self.values[i]
-                    break
-        self.t += 1
-        inter = self.memory.setdefault(item, [])
-        prev_t = inter[-1][1] if inter else 0
-        inter.append((float(rating), self.t, len(inter) + 1))
-        self.log.append((item, float(rating), len(inter)))
-        reward = float(rating)
-        if len(inter) > 1:
-            reward = min(max(math.floor(rating * 0.1 ** (len(inter) / (self.t - prev_t))), 1), 10)
-        terminated = self.rng.random() < 0.025
-        _ = past
-        return self._obs(), reward, terminated, False, {}
+# per size: vector env slots n (both sides), vector env steps, baseline steps, rounds (best of, alternating)
+ENV_SIZES = {"full": (2048, 20, 4, 5), "quick": (256, 5, 5, 5), "smoke": (16, 2, 2, 1)}
 
 
-# per size: per-step Python steps, vector env slots, vector env steps, rounds (best of, alternating sides)
-ENV_SIZES = {"full": (5000, 2048, 20, 5), "quick": (1000, 256, 5, 5), "smoke": (200, 16, 2, 1)}
+def single_envs(ds, n: int, rater, item_vector: bool, copy: bool):
+    """The baseline at the same n: gymnasium's ``SyncVectorEnv`` of ``n`` ``SuberEnv`` (the project's own
+    single-user env, SUBER's one-env-per-user semantics: one rater call of one request per env per step), all
+    sharing the one rater object the vector env uses."""
+    import gymnasium as gym
+
+    def make():
+        return SuberEnv(ds, rater=rater, item_vector=item_vector, retrieval="recent")
+
+    return gym.vector.SyncVectorEnv([make] * n, copy=copy)
 
 
 def bench_env_steps(dataset: Path, size: str) -> list[tuple[str, float]]:
-    n_py, slots, steps, rounds = ENV_SIZES[size]
+    from suber_env import OracleRater
+
+    n, steps, base_steps, rounds = ENV_SIZES[size]
     ds = load_dataset(dataset)
     print(f"\n== 1. environment steps per second, oracle rater, {ds.n_items:,} items x {ds.n_users:,} users ==")
-    print(f"  dataset: {ds.path}")
+    print(f"  dataset: {ds.path}; n = {n} on both sides, one OracleRater object shared by all")
+    rater = OracleRater(ds, scale=DOMAIN_SCALES[ds.domain])
     out = []
     for item_vector, copy in ((False, False), (True, False), (True, True)):
-        # best of ``rounds`` rounds for each side, alternating, since the machine is shared
-        env = PythonStepEnv(ds, 0, item_vector)
-        env.reset()
-        venv = SuberVectorEnv(slots, ds, rater="oracle", item_vector=item_vector, retrieval="recent", copy=copy)
+        base = single_envs(ds, n, rater, item_vector, copy)
+        base.reset(seed=0)
+        venv = SuberVectorEnv(n, ds, rater=rater, item_vector=item_vector, retrieval="recent", copy=copy)
         venv.reset(seed=0)
         rng = np.random.default_rng(0)
-        venv.step(rng.integers(0, ds.n_items, slots))  # warm-up
-        py = vec = 0.0
-        for _round in range(rounds):
-            acts = rng.integers(0, ds.n_items, n_py).tolist()
+        venv.step(rng.integers(0, ds.n_items, n))  # warm-up
+        base.step(rng.integers(0, ds.n_items, n))
+        one = vec = 0.0
+        for _round in range(rounds):  # best of ``rounds`` for each side, alternating: the machine is shared
+            acts = rng.integers(0, ds.n_items, (base_steps, n))
             t = time.perf_counter()
             for a in acts:
-                _, _, term, _, _ = env.step(a)
-                if term:
-                    env.reset()
-            py = max(py, n_py / (time.perf_counter() - t))
-            vacts = rng.integers(0, ds.n_items, (steps, slots))
+                base.step(a)
+            one = max(one, n * base_steps / (time.perf_counter() - t))
+            vacts = rng.integers(0, ds.n_items, (steps, n))
             t = time.perf_counter()
             for a in vacts:
                 venv.step(a)
-            vec = max(vec, slots * steps / (time.perf_counter() - t))
+            vec = max(vec, n * steps / (time.perf_counter() - t))
+        base.close()
         label = ("with the item-ratings vector" if item_vector else "history arrays only") + (
             ", observations copied" if copy else ", observation buffers (copy=False)"
         )
         print(
-            f"  {label}: per-step Python {py:,.0f} steps/s | SuberVectorEnv({slots}) "
-            f"{vec:,.0f} steps/s | ratio {vec / py:.1f}x"
+            f"  {label}: SyncVectorEnv({n}) of SuberEnv {one:,.0f} steps/s | SuberVectorEnv({n}) "
+            f"{vec:,.0f} steps/s | ratio {vec / one:.1f}x"
         )
-        out.append((f"env steps/s ({label})", vec / py))
+        out.append((f"env steps/s at n={n} ({label}), SuberVectorEnv vs SyncVectorEnv of SuberEnv", vec / one))
     return out
 
 
@@ -328,7 +263,31 @@ def bench_smollm2(dataset: Path, slots: int, steps: int, n_base: int, smoke: boo
     print(f"  torch threads: {torch.get_num_threads()}")
     work = _workload(ds, slots=slots, steps=steps)
     ratio = _rate(rater, work, n_base, "2-shot 0-9 prompts, the sample release's movies")
-    return [(f"{name.split(' ')[0]} CPU ratings/s, batched one-pass vs SUBER's way", ratio)]
+    short = name.split(" ")[0]
+    out = [(f"{short} CPU ratings/s, batched one-pass vs SUBER's way", ratio)]
+    env_ratio = llm_env_steps(ds, rater, slots, max(1, steps // 2))
+    return out + [(f"{short} env steps/s at n={slots}, SuberVectorEnv vs SyncVectorEnv of SuberEnv", env_ratio)]
+
+
+def llm_env_steps(ds, rater, n: int, steps: int) -> float:
+    """Env steps/s with an LLM rater at the same n and the same rater object: ``SuberVectorEnv(n)`` (one rater
+    call of n requests per step) against ``SyncVectorEnv(n)`` of ``SuberEnv`` (SUBER's semantics: n calls of
+    one request per step). Same seeds, so both sides rate the same users' first steps."""
+    vec = SuberVectorEnv(n, ds, rater=rater, retrieval="recent", item_vector=False)
+    one = single_envs(ds, n, rater, item_vector=False, copy=True)
+    acts = np.random.default_rng(1).integers(0, ds.n_items, (steps, n))
+    rates = []
+    for env in (one, vec):
+        env.reset(seed=0)
+        t = time.perf_counter()
+        for a in acts:
+            env.step(a)
+        rates.append(n * steps / (time.perf_counter() - t))
+    print(
+        f"  env steps/s with this rater, n={n}, {steps} steps: SyncVectorEnv of SuberEnv {rates[0]:.2f} | "
+        f"SuberVectorEnv {rates[1]:.2f} | ratio {rates[1] / rates[0]:.1f}x"
+    )
+    return rates[1] / rates[0]
 
 
 def bench_gpu_7b(dataset: Path, n: int, smoke: bool = False, device: str = "cuda") -> list[tuple[str, float]]:

@@ -41,6 +41,7 @@ BENCHES = {
     "bench_env": ["--smoke"],
     "bench_evaluation": ["--smoke"],
     "bench_training": ["--smoke"],
+    "bench_served_rater": ["--smoke"],
     "bench_ingest": ["--smoke"],
     "bench_books_ingest": ["--smoke"],
     "bench_users": ["--smoke"],

@@ -2,7 +2,8 @@
 
 * ``OracleRater`` (``oracle.py``): computed from liked/disliked genres and average votes; not an LLM.
 * ``TransformersRater`` (``transformers_rater.py``): a local causal LM, one forward pass per batch.
-* ``OpenAIRater`` (``openai_rater.py``): an OpenAI-compatible completions server.
+* ``OpenAIRater`` (``openai_rater.py``): OpenAI-compatible servers, one or a pool (``pool.py``), each read
+  through its cheapest score path (``score_paths.py``).
 
 ``base.py`` holds the request batch (``Requests``), the result (``Ratings``) and the interface;
 ``prompting.py`` the prompt rendering and label tokens the two LLM raters share.

@@ -1,25 +1,38 @@
-"""An OpenAI-compatible completions server (vLLM, SGLang, ...) as rater: one request per batch asking for
-one token with log-probabilities; the distribution comes from the log-probabilities of the scale's tokens.
+"""OpenAI-compatible inference servers (vLLM, SGLang, llama.cpp; one or a pool of several) as rater.
 
-A long RL run must survive a restarting or overloaded server: requests go through one pooled httpx client
-with connect and read timeouts, and a 429, a 5xx, a timeout or a dropped connection is retried with
-exponential backoff (tenacity; the server's Retry-After wins). Needs ``pip install 'suber-env[openai]'``."""
+The prompts of a batch are cut into requests (``max_batch`` prompts each; one each for llama-cpp-python's server,
+which takes a single prompt), sent concurrently over the pool's endpoints (pool.py: failover, retries with
+backoff, the server's Retry-After), and each prompt's distribution over the scale is read through the cheapest
+score path the server offers (score_paths.py): ``token_ids`` on vLLM, ``score`` on SGLang, ``top_logprobs``
+elsewhere or when no tokenizer is given. The server's kind is read once from ``GET /v1/models`` (``owned_by``);
+a token-id path the server refuses falls back to ``top_logprobs``. The API key, if any, comes from the
+environment variable named by ``api_key_env`` and is never logged. Needs ``pip install 'suber-env[openai]'``."""
 
 from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..core import DOMAIN_SCALES, get_scale
 from ..prompts import PromptBuilder
+from . import score_paths as sp
 from .base import Rater, Requests
+from .pool import EndpointPool, Rejected
 from .prompting import PromptRenderer
+
+# ``owned_by`` of GET /v1/models -> server kind
+_OWNERS = {"vllm": "vllm", "sglang": "sglang", "me": "llama-cpp-python", "llamacpp": "llama.cpp"}
+SERVERS = ("auto", "vllm", "sglang", "llama-cpp-python", "llama.cpp", "openai")
 
 
 class OpenAIRater(Rater):
-    """An OpenAI-compatible ``/v1/completions`` server: one request per batch (a list of prompts),
-    ``max_tokens=1`` and ``logprobs=N``; the distribution is read from the top log-probabilities of the
-    scale's labels (both spellings, with and without a leading space). The API key, if any, comes from
-    the environment variable named by ``api_key_env`` and is never logged."""
+    """``base_url``: one server (``http://host:8000/v1``), or several as a list or comma-separated (a pool).
+    ``score_path``: ``auto`` (the server's cheapest), ``top_logprobs``, ``token_ids`` or ``score``; the token-id
+    paths need the model's ``tokenizer`` (the prompts are rendered with its chat template too). ``server``:
+    ``auto`` (read from the server) or its kind. ``rated`` counts the prompts rated over the rater's life."""
 
     name = "openai"
     reads_descriptions = True  # the env offers it only described users
@@ -27,7 +40,7 @@ class OpenAIRater(Rater):
     def __init__(
         self,
         ds,
-        base_url: str,
+        base_url: str | Sequence[str],
         model: str,
         scale: str | None = None,
         shots: int = 2,
@@ -40,119 +53,141 @@ class OpenAIRater(Rater):
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         connect_timeout: float = 10.0,
+        score_path: str = "auto",
+        server: str = "auto",
+        per_endpoint: int = 1,
+        cooldown: float = 5.0,
     ):
-        import os
-
         try:
-            import httpx
+            import httpx  # noqa: F401
+            import tenacity  # noqa: F401 - the descriptions' backend shares the extra
         except ImportError as exc:
             raise ImportError("the openai rater needs httpx and tenacity: pip install 'suber-env[openai]'") from exc
-
-        self.ds, self.base_url, self.model_name = ds, base_url.rstrip("/"), model
+        if score_path not in ("auto", *sp.PATHS):
+            raise ValueError(f"score_path={score_path!r}: choose 'auto' or one of {sp.PATHS}")
+        if server not in SERVERS:
+            raise ValueError(f"server={server!r}: choose one of {SERVERS}")
+        self.ds, self.model_name = ds, model
         self.scale = get_scale(scale or DOMAIN_SCALES[ds.domain])
         self.pb = PromptBuilder(ds.domain, self.scale, shots)
         self.render = PromptRenderer(ds, self.pb, tokenizer)
         self.render.keep_space = False
-        self.top_logprobs, self.timeout, self.max_batch = top_logprobs, timeout, max_batch
-        self.max_attempts, self.backoff, self.max_backoff = max(1, max_attempts), backoff, max_backoff
-        self.retries = 0  # retried requests over the rater's life
+        self.tokenizer, self.top_logprobs, self.max_batch = tokenizer, top_logprobs, max_batch
         key = os.environ.get(api_key_env)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        # one pool for the whole run: no new TCP (or TLS) connection per batch
-        self._client = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
+        self.pool = EndpointPool(
+            base_url, headers, timeout, connect_timeout, max_attempts, backoff, max_backoff, cooldown, per_endpoint
         )
+        self.base_url = self.pool.urls[0]
+        self.server, self.score_path, self._asked = server, score_path, score_path
+        self._labels: sp.LabelTokens | None = None
+        self._ready = False  # the server kind and score path are settled (_detect, before the first request)
         self._lookup = {lab: i for i, lab in enumerate(self.scale.labels)}
+        self.rated = 0
+
+    @property
+    def retries(self) -> int:
+        return self.pool.retries
 
     def prompt(self, req: Requests, row: int = 0) -> str:
         return self.render.prompt(req, row)
 
     def close(self) -> None:
-        self._client.close()
+        self.pool.close()
 
     def __repr__(self) -> str:  # never show the key
-        return f"OpenAIRater(model={self.model_name!r}, base_url={self.base_url!r})"
+        return f"OpenAIRater(model={self.model_name!r}, base_url={self.pool.urls!r})"
 
-    def _post(self, prompts: list[str]) -> dict:
-        import httpx
-        import tenacity
+    # -- what the server offers
 
-        url = f"{self.base_url}/completions"
-        body = {"model": self.model_name, "prompt": prompts, "max_tokens": 1, "temperature": 0}
-        body |= {"logprobs": self.top_logprobs}
-        backoff = tenacity.wait_exponential_jitter(multiplier=self.backoff, max=self.max_backoff, jitter=self.backoff)
+    def _detect(self) -> None:
+        """The server kind (from ``owned_by``) and the score path, once, before the first request."""
+        if self.server == "auto":
+            self.server = "openai"
+            for url in self.pool.urls:
+                data = self.pool.get(f"{url}/models")
+                if data and data.get("data"):
+                    self.server = _OWNERS.get(str(data["data"][0].get("owned_by", "")).lower(), "openai")
+                    break
+        if self.score_path != "auto":
+            self._check_path(self.score_path)
+        elif self.tokenizer is None:
+            self.score_path = "top_logprobs"
+        else:
+            self.score_path = {"vllm": "token_ids", "sglang": "score"}.get(self.server, "top_logprobs")
+        if self.score_path != "top_logprobs":
+            probe = self.render.full("x", self.pb.answer_prefix("Ann", "F"))
+            self._labels = sp.LabelTokens(self.tokenizer, self.scale, probe)
 
-        def wait(state: tenacity.RetryCallState) -> float:  # the server's Retry-After, else the backoff
-            after = getattr(state.outcome.exception(), "retry_after", None)
-            return min(self.max_backoff, after) if after is not None else backoff(state)
+    def _check_path(self, path: str) -> None:
+        need = {"token_ids": ("vllm",), "score": ("sglang",)}.get(path)
+        if need and self.tokenizer is None:
+            raise ValueError(f"score_path={path!r} needs the model's tokenizer (tokenizer=...) for the label ids")
+        if need and self.server not in need:
+            raise ValueError(f"score_path={path!r} is offered by {need}, and {self.pool.urls} is {self.server!r}")
 
-        def count(_state: tenacity.RetryCallState) -> None:
-            self.retries += 1
+    # -- rating
 
-        policy = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_attempts),
-            wait=wait,
-            retry=tenacity.retry_if_exception_type((_Transient, httpx.TransportError)),
-            before_sleep=count,
-            reraise=True,
-        )
-        try:
-            for attempt in policy:
-                with attempt:
-                    resp = self._client.post(url, json=body)
-                    if resp.status_code in _TRANSIENT:
-                        raise _Transient(f"HTTP {resp.status_code}", _retry_after(resp.headers.get("Retry-After")))
-                    if resp.status_code != 200:  # 400, 401, 404: retrying would not help
-                        raise RuntimeError(f"{url} answered HTTP {resp.status_code}: {resp.text[:300]!r}")
-                    return resp.json()
-        except (_Transient, httpx.TransportError) as exc:
-            why = str(exc) if isinstance(exc, _Transient) else f"{type(exc).__name__}: {exc}"
-            raise RuntimeError(
-                f"{url} kept failing after {self.max_attempts} attempts ({why}); check that the server is up, "
-                "or raise max_attempts / timeout for a slow or restarting server"
-            ) from exc
-        raise AssertionError("unreachable: the retry loop returns or raises")
+    def _jobs(self, prefix: str, suffixes: list[str]) -> tuple[list[tuple[str, dict]], list[tuple[int, int]]]:
+        """(path, body) requests and, for each, the prompts its answer rates: (first, count)."""
+        n, m, path = len(suffixes), self.model_name, self.score_path
+        step = 1 if self.server == "llama-cpp-python" else self.max_batch  # its server takes one prompt
+        jobs, what = [], []
+        for a in range(0, n, step):
+            chunk = suffixes[a : a + step]
+            if path == "score":
+                jobs.append(("score", sp.sglang_score_body(m, prefix, chunk, self._labels)))
+            elif path == "token_ids":
+                jobs.append(("completions", sp.vllm_token_ids_body(m, [prefix + s for s in chunk], self._labels)))
+            else:
+                prompts = [prefix + s for s in chunk]
+                jobs.append(("completions", sp.top_logprobs_body(m, prompts, self.top_logprobs)))
+            what.append((a, len(chunk)))
+        return jobs, what
 
-    def distribution(self, req: Requests) -> np.ndarray:
-        prompts = [self.render.prefix + s for s in self.render.suffixes(req)]
-        out = np.zeros((len(prompts), self.scale.n))
-        for start in range(0, len(prompts), self.max_batch):
-            chunk = prompts[start : start + self.max_batch]
-            data = self._post(chunk)
-            choices = sorted(data.get("choices", []), key=lambda c: c.get("index", 0))
-            if len(choices) != len(chunk):
-                raise RuntimeError(
-                    f"{self.base_url}/completions returned {len(choices)} choices for {len(chunk)} prompts"
-                )
-            for j, c in enumerate(choices):
-                top = ((c.get("logprobs") or {}).get("top_logprobs") or [{}])[0]
-                row = np.zeros(self.scale.n)
-                for tok, lp in top.items():
-                    i = self._lookup.get(tok.strip())
-                    if i is not None:
-                        row[i] += np.exp(lp)
-                if row.sum() <= 0:
-                    raise RuntimeError(
-                        f"{self.base_url}: no token of scale {self.scale.name!r} among the top {self.top_logprobs} "
-                        f"log-probabilities for prompt {start + j}; raise top_logprobs or check the prompt/model"
-                    )
-                out[start + j] = row / row.sum()
+    def _rate(self, prefix: str, suffixes: list[str]) -> np.ndarray:
+        jobs, what = self._jobs(prefix, suffixes)
+        out = np.zeros((len(suffixes), self.scale.n))
+        filled = np.zeros(len(jobs), bool)
+        url = f"{self.base_url}/{jobs[0][0]}" if jobs else self.base_url
+        labels, path = self._labels, self.score_path
+
+        def use(k: int, data: dict) -> None:
+            if filled[k]:  # a request's answer is used once, whatever the retries did
+                raise AssertionError(f"request {k} answered twice")
+            filled[k] = True
+            a, count = what[k]
+            if path == "score":
+                rows = sp.read_sglang_score(data, count, labels, url)
+            elif path == "token_ids":
+                rows = sp.read_vllm_token_ids(data, count, labels, url)
+            else:
+                rows = sp.read_top_logprobs(data, count, self._lookup, self.scale.n, url)
+            out[a : a + count] = rows
+
+        self.pool.run(jobs, use)
         return out
 
-
-# Statuses worth another try: timeouts, rate limits, overloaded or restarting servers.
-_TRANSIENT = frozenset({408, 425, 429, 500, 502, 503, 504})
-
-
-class _Transient(Exception):
-    def __init__(self, reason: str, retry_after: float | None) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header given in seconds (an HTTP date falls back to the backoff)."""
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+    def distribution(self, req: Requests) -> np.ndarray:
+        if not self._ready:
+            self._detect()
+            self._ready = True
+        prefix, suffixes = self.render.prefix, self.render.suffixes(req)
+        try:
+            out = self._rate(prefix, suffixes)
+        except (Rejected, sp.PathIgnored) as exc:
+            if self.score_path == "top_logprobs" or self._asked != "auto":
+                raise RuntimeError(str(exc)) from exc
+            warnings.warn(f"{exc}; the {self.score_path} score path is refused, using top_logprobs", stacklevel=2)
+            self.score_path = "top_logprobs"
+            out = self._rate(prefix, suffixes)
+        sums = out.sum(1)
+        if (sums <= 0).any():
+            j = int(np.flatnonzero(sums <= 0)[0])
+            raise RuntimeError(
+                f"{self.base_url}: no token of scale {self.scale.name!r} among the top {self.top_logprobs} "
+                f"log-probabilities for prompt {j}; raise top_logprobs, use a token-id score path, or check the "
+                "prompt/model"
+            )
+        self.rated += len(suffixes)
+        return out / sums[:, None]

@@ -32,11 +32,11 @@ def _final_models(runs: Path | None) -> list[Path]:
         return []
     if not runs.is_dir():
         raise _fail(f"--runs {runs}: no such folder; give the --out folder of `suber-env train` (default: runs)")
-    finals = sorted(runs.glob("*/seed*/final.zip"))
+    finals = sorted(runs.glob("*/seed*/final.zip")) + sorted(runs.glob("*/seed*/final/rllib_checkpoint.json"))
     if not finals:
         raise _fail(
-            f"--runs {runs}: no trained model in it (no <algo>/seed<k>/final.zip); give the --out folder of a "
-            "finished `suber-env train`, or leave --runs out to evaluate the baselines only"
+            f"--runs {runs}: no trained model in it (no <algo>/seed<k>/final.zip or final/); give the --out folder "
+            "of a finished `suber-env train`, or leave --runs out to evaluate the baselines only"
         )
     return finals
 
@@ -57,11 +57,20 @@ def train_cmd(
         "items", help="items (scores items by their features; with suber, from the rated items) or mlp."
     ),
     out: Path = typer.Option(Path("runs"), help="Checkpoints, progress.csv and TensorBoard logs go here."),
-    resume: Path | None = typer.Option(None, help="Continue from this checkpoint .zip (one algo, one seed)."),
+    resume: Path | None = typer.Option(None, help="Continue from this checkpoint (one algo, one seed)."),
+    engine: str = typer.Option("sb3", help="sb3 (one process) or rllib (Ray RLlib env runners; PPO only)."),
+    env_runners: int = typer.Option(1, help="--engine rllib: env runner actors, each with --num-envs slots."),
+    ray_address: str | None = typer.Option(None, help="--engine rllib: a running Ray cluster (auto, HOST:PORT)."),
 ) -> None:
-    """Train recommenders with Stable-Baselines3 on the environment."""
+    """Train recommenders with Stable-Baselines3 (default) or Ray RLlib on the environment."""
     from .trainer import ALGOS, TrainConfig, train
 
+    if engine == "rllib":
+        return _train_rllib(
+            dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, env_runners, ray_address
+        )
+    if engine != "sb3":
+        raise typer.BadParameter(f"--engine {engine!r} is not one of ('sb3', 'rllib')")
     for a in algo:
         if a not in ALGOS:
             raise typer.BadParameter(f"--algo {a!r} is not one of {ALGOS}")
@@ -75,6 +84,29 @@ def train_cmd(
             ran = model.num_timesteps - (0 if resume is None else model._num_timesteps_at_start)
             note = "" if ran == steps else f" (asked {steps}; whole rollouts of {num_envs} envs)"
             typer.echo(f"{a} seed {s}: {ran} steps{note} in {time.perf_counter() - t:.1f}s -> {out / a / f'seed{s}'}")
+
+
+def _train_rllib(dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, runners, address) -> None:
+    from .trainer import TrainConfig
+
+    if list(algo) != ["ppo"] or obs != "taste" or policy != "items":
+        raise _fail("--engine rllib trains --algo ppo with --obs taste --policy items")
+    try:
+        import ray.rllib  # noqa: F401 - RLlib itself, not only Ray
+
+        from .rllib_trainer import train_rllib
+    except ImportError as exc:
+        raise _fail(
+            f"--engine rllib needs ray[rllib] ({exc}); it pins gymnasium 1.2.2, so install it in its own overlay: "
+            "`make rllib` (docs/training.md)"
+        ) from None
+    ds = _dataset(dataset)
+    for s in range(seeds):
+        t = time.perf_counter()
+        cfg = TrainConfig(algo="ppo", steps=steps, seed=s, num_envs=num_envs, rater=rater)
+        typer.echo(f"ppo seed {s} on RLlib: {steps} steps ({runners} env runners x {num_envs} envs)")
+        _, ran = train_rllib(ds, cfg, out, resume=resume, progress=typer.echo, address=address, env_runners=runners)
+        typer.echo(f"ppo seed {s}: {ran} steps in {time.perf_counter() - t:.1f}s -> {out / 'ppo' / f'seed{s}'}")
 
 
 def eval_policy_cmd(
@@ -95,6 +127,13 @@ def eval_policy_cmd(
     finals = _final_models(runs)
     policies = {n: (lambda s, c=c: c(ds, s)) for n, c in BASELINES.items()}
     for final in finals:
+        if final.name == "rllib_checkpoint.json":  # an RLlib run (--engine rllib)
+            from .rllib_trainer import RLlibPolicy
+
+            name = f"{final.parents[2].name} ({final.parents[1].name}, rllib)"
+            RLlibPolicy.load(final.parent, ds, name)  # refuse a model of another dataset before evaluating
+            policies[name] = lambda s, f=final.parent, n=name: RLlibPolicy.load(f, ds, n)
+            continue
         algo, seed = final.parent.parent.name, final.parent.name
         model, norm = load_model(final, algo)
         model_policy(model, ds, f"{algo} ({seed})", norm)  # refuse a model of another dataset before evaluating

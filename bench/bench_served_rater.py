@@ -1,0 +1,140 @@
+"""Ratings per second of the openai rater served by real llama.cpp servers (llama-cpp-python's, SmolLM2-135M-Instruct
+Q4_1 GGUF, one thread each) with 1 and then 2 servers in its pool, against the in-process transformers rater on
+the same model (the GGUF dequantised to float32, one torch thread per server it is compared with), on the same
+requests, in one command.
+
+Workload: what a vector env sends the rater, ``--slots`` users rated at each of ``--steps`` steps (one rater call
+per step, the steps one after the other), 0-shot prompts on the one-ten scale (SmolLM2 spells the words as one
+token each and ranks them among its top 20 next tokens, which the served top_logprobs path reads), the sample
+release's movies. The served rater sends one request per prompt (llama-cpp-python's server takes one) spread over
+the pool; each server keeps the last prompt's prefix cached. Each side rates a warm-up step first, not timed.
+
+Run: ``python bench/bench_served_rater.py [--slots 8 --steps 2]``; ``--smoke``: one server, 2 ratings per side, the
+transformers side on ``benchlib.tiny_llm()`` (no figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import SMOKE_BANNER, SMOLLM2_GGUF, build_movies, print_ratio, smoke_dataset, smollm2_dir, tiny_llm  # noqa: E402
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(log: Path) -> tuple[str, subprocess.Popen]:
+    """``python -m suber_env.raters.llama_server`` on a free loopback port, once it answers."""
+    import httpx
+
+    port = _port()
+    cmd = [sys.executable, "-m", "suber_env.raters.llama_server", "--model", str(smollm2_dir() / SMOLLM2_GGUF)]
+    cmd += ["--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024"]
+    cmd += ["--n_threads", "1", "--seed", "0"]
+    path = os.pathsep.join([str(ROOT / "env"), os.environ.get("PYTHONPATH", "")])
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path})
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(240):
+        if proc.poll() is not None:
+            raise SystemExit(f"the llama.cpp server exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                return url, proc
+        except httpx.TransportError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("the llama.cpp server did not start within 120 s")
+
+
+def workload(ds, slots: int, steps: int, seed: int = 0):
+    """``steps`` batches of ``slots`` requests (one per user, no history), as a vector env's steps."""
+    from suber_env import Requests
+
+    rng = np.random.default_rng(seed)
+    users = rng.choice(ds.described_users, slots, replace=len(ds.described_users) < slots)
+    none = np.full((slots, 0), -1)
+    return [
+        Requests(users, rng.integers(0, ds.n_items, slots), none, np.zeros((slots, 0)), np.zeros(slots, np.int64))
+        for _ in range(steps)
+    ]
+
+
+def rate(rater, work) -> float:
+    """Ratings per second over ``work`` after one warm-up batch (``work[0]``, not timed)."""
+    rater.distribution(work[0])
+    t = time.perf_counter()
+    n = 0
+    for req in work[1:]:
+        rater.distribution(req)
+        n += len(req)
+    return n / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--slots", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=2, help="timed steps (plus one warm-up step)")
+    ap.add_argument("--dataset", type=Path)
+    ap.add_argument("--smoke", action="store_true", help="one server, 2 ratings a side, a tiny model in-process")
+    args = ap.parse_args()
+    if args.smoke:
+        print(SMOKE_BANNER)
+        args.slots, args.steps = 2, 1
+    import torch
+    from suber_env import OpenAIRater, TransformersRater, load_dataset
+
+    procs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            folder = args.dataset or (smoke_dataset() if args.smoke else build_movies(Path(tmp), users=32))
+            ds = load_dataset(folder)
+            work = workload(ds, args.slots, args.steps + 1)
+            n_servers = 1 if args.smoke else 2
+            servers = [start_server(Path(tmp) / f"server{i}.log") for i in range(n_servers)]
+            procs = [p for _, p in servers]
+            urls = [u for u, _ in servers]
+            print(f"dataset {ds.path}; {args.slots} slots x {args.steps} timed steps; llama.cpp servers {urls}")
+            served = {}
+            for k in range(1, n_servers + 1):
+                r = OpenAIRater(ds, urls[:k], "smollm2", scale="one-ten", shots=0, top_logprobs=20)
+                served[k] = rate(r, work)
+                print(f"openai rater, {k} llama.cpp server(s) ({r.server}, {r.score_path}): {served[k]:.2f} ratings/s")
+                r.close()
+            local = {}
+            for threads in sorted({1, n_servers}):
+                torch.set_num_threads(threads)
+                path = tiny_llm() if args.smoke else smollm2_dir()
+                kw = {} if args.smoke else {"gguf_file": SMOLLM2_GGUF}
+                tr = TransformersRater.from_pretrained(ds, str(path), scale="one-ten", shots=0, max_batch=8, **kw)
+                local[threads] = rate(tr, work)
+                what = "tiny random-weight model (SMOKE)" if args.smoke else "SmolLM2 float32"
+                print(
+                    f"transformers rater in-process, {what}, {threads} torch thread(s): {local[threads]:.2f} ratings/s"
+                )
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(timeout=10)
+    print_ratio("ratings/s, 1 llama.cpp server vs in-process transformers (1 thread)", served[1] / local[1])
+    if n_servers > 1:
+        print_ratio("ratings/s, 2 llama.cpp servers vs in-process transformers (2 threads)", served[2] / local[2])
+        print_ratio("ratings/s, 2 llama.cpp servers vs 1", served[2] / served[1])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""The item-scoring policy as an RLlib ``RLModule`` (new API stack), the same model as item_policy.py's SB3
+policy on the taste observation: the user state is ``[liked genres, disliked genres, mean features of the items
+seen this episode]``, an MLP turns it into a latent, and item j's logit is ``W latent · e(f_j)`` with ``e`` an MLP
+over the item's features shared by all items; seen items are masked. The value head is a separate MLP over the
+same user state. ``model_config``: ``item_features`` (``(n_items, F)``), ``n_genres``, ``hidden`` (64),
+``item_dim`` (32)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from torch import nn
+
+from .item_policy import MASKED, ItemScorer
+
+
+class ItemScoringModule(TorchRLModule, ValueFunctionAPI):
+    def setup(self):
+        cfg = self.model_config
+        feats = np.asarray(cfg["item_features"], np.float32)
+        self.n_user = 2 * int(cfg["n_genres"])
+        hidden = int(cfg.get("hidden", 64))
+        self.register_buffer("items", torch.as_tensor(feats), persistent=False)
+        state = self.n_user + feats.shape[1]
+        self.actor = nn.Sequential(nn.Linear(state, hidden), nn.Tanh())
+        self.critic = nn.Sequential(nn.Linear(state, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        self.scorer = ItemScorer(hidden, feats, int(cfg.get("item_dim", 32)))
+
+    def _state(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        seen = obs[:, self.n_user :]
+        mean_seen = seen @ self.items / seen.sum(dim=1, keepdim=True).clamp(min=1.0)
+        return torch.cat([obs[:, : self.n_user], mean_seen], dim=1), seen > 0.5
+
+    def item_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(batch, n_items)`` logits before the seen mask."""
+        return self.scorer(self.actor(self._state(obs)[0]))
+
+    def _forward(self, batch, **kwargs):
+        state, seen = self._state(batch[Columns.OBS].float())
+        logits = self.scorer(self.actor(state)).masked_fill(seen, MASKED)
+        return {Columns.ACTION_DIST_INPUTS: logits}
+
+    def _forward_train(self, batch, **kwargs):
+        out = self._forward(batch)
+        out[Columns.EMBEDDINGS] = self._state(batch[Columns.OBS].float())[0]
+        return out
+
+    def compute_values(self, batch, embeddings=None):
+        if embeddings is None:
+            embeddings = self._state(batch[Columns.OBS].float())[0]
+        return self.critic(embeddings).squeeze(-1)

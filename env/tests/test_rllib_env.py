@@ -1,0 +1,31 @@
+"""The env RLlib's env runners step (training/rllib_env.py), without Ray: SuberVectorEnv with the taste observation
+in Gymnasium's next-step autoreset mode, as RLlib's SingleAgentEnvRunner reads it."""
+
+from __future__ import annotations
+
+import numpy as np
+from suber_env import SuberVectorEnv
+from suber_env.training.rllib_env import NextStepTaste
+
+
+def test_next_step_autoreset_returns_the_last_then_a_fresh_observation(movies):
+    env = NextStepTaste(SuberVectorEnv(4, movies, max_episode_steps=3, item_vector=False))
+    g, n = movies.genres.shape[1], movies.n_items
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 2 * g + n) and env.observation_space.contains(obs)
+    users = env.venv.core.users.copy()
+    np.testing.assert_array_equal(obs[:, : 2 * g], np.hstack([movies.liked[users], movies.disliked[users]]))
+    for t in range(3):
+        obs, reward, term, trunc, info = env.step(np.full(4, t))
+        assert (reward >= 1).all() and set(info) >= {"rating", "_rating", "user"}
+    assert (trunc | term).all()  # the third step ends every episode: its last observation comes back
+    np.testing.assert_array_equal(obs[:, 2 * g :].sum(1), 3)  # the three items of the finished episode
+    np.testing.assert_array_equal(obs[:, : 2 * g], np.hstack([movies.liked[users], movies.disliked[users]]))
+    obs, reward, term, trunc, _ = env.step(np.full(4, 5))  # RLlib's reset step: action ignored
+    assert (reward == 0).all() and not (term | trunc).any()
+    assert (obs[:, 2 * g :] == 0).all()  # a fresh episode, nothing seen
+    fresh = env.venv.core.users.copy()
+    np.testing.assert_array_equal(obs[:, : 2 * g], np.hstack([movies.liked[fresh], movies.disliked[fresh]]))
+    for t in range(3):  # the new episodes run their full three steps
+        obs, reward, term, trunc, _ = env.step(np.full(4, 10 + t))
+        assert (reward >= 1).all() and ((term | trunc).all() if t == 2 else not (term | trunc).any())
