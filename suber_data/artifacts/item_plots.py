@@ -234,11 +234,24 @@ def plot_coverage(items_path: Path, domain: str, path: str | Path, counts: dict[
     return save(fig, path)
 
 
-def plot_items(dataset_dir: str | Path, domain: str, counts: dict[str, Any] | None = None) -> dict[str, Path]:
+def describe_domain(domain: str, terms: dict[str, Any]) -> None:
+    """Name a described corpus' nouns and vote scale for the plots (the manifest's ``terms``)."""
+    nouns, vote = terms["nouns"], terms["vote"]
+    NOUNS[domain] = (nouns["category"], nouns["items"])
+    PLURAL.setdefault(nouns["category"], nouns["categories"])
+    label = f"mean rating ({vote['min']:g}-{vote['max']:g})"
+    VOTES[domain] = ("vote_average", "vote_count", float(vote["min"]), float(vote["max"]), label, "the source")
+
+
+def plot_items(
+    dataset_dir: str | Path, domain: str, counts: dict[str, Any] | None = None, terms: dict[str, Any] | None = None
+) -> dict[str, Path]:
     """Write the items plots of ``dataset_dir/items.parquet`` beside it; returns name -> path (manifest order).
 
     ``counts``: the items step's counts (movies: the release's movies and the TMDB join's drops, and
-    ``tmdb_enabled``)."""
+    ``tmdb_enabled``). ``terms``: a described corpus' nouns and vote scale (suber_data/corpus)."""
+    if terms is not None:
+        describe_domain(domain, terms)
     folder = Path(dataset_dir)
     source = folder / "items.parquet"
     wanted = ["genres", "year", *{c for v in VOTES.values() for c in v[:2]}]
