@@ -96,10 +96,15 @@ def build_items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -
 
 def _spec_key(spec: CorpusSpec) -> dict:
     return {
-        "items": spec.item_columns, "ratings": spec.rating_columns, "categories": spec.categories_format,
-        "delimiter": spec.delimiter, "html": spec.unescape_html, "only_rated": spec.only_rated, "scale": rating_scale(spec).as_dict(),
-        "special": {str(k): v for k, v in spec.scale.special.items()}, "terms": spec.terms(),
-    }  # fmt: skip
+        "items": spec.item_columns,
+        "ratings": spec.rating_columns,
+        "categories": [spec.categories_format, spec.delimiter],
+        "html": spec.unescape_html,
+        "only_rated": spec.only_rated,
+        "scale": rating_scale(spec).as_dict(),
+        "special": {str(k): v for k, v in spec.scale.special.items()},
+        "terms": spec.terms(),
+    }
 
 
 def _text_sql(spec: CorpusSpec) -> str:
@@ -144,7 +149,8 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
                    coalesce({vote}, rated.m)::FLOAT AS vote_average,
                    coalesce({_num(spec, "vote_count", "INTEGER")}, rated.n, 0)::INTEGER AS vote_count,
                    {_num(spec, "popularity", "FLOAT")} AS popularity
-            FROM kept {"" if spec.only_rated else "LEFT"} JOIN rated ON rated.sid = CAST(kept.{ident(c["id"])} AS VARCHAR)
+            FROM kept {"" if spec.only_rated else "LEFT"} JOIN rated
+              ON rated.sid = CAST(kept.{ident(c["id"])} AS VARCHAR)
             ORDER BY rec"""
         try:
             table = con.sql(sql).to_arrow_table()

@@ -106,9 +106,19 @@ NOUN_DEFAULTS = {
 TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env"}
 FILE_KEYS = {"path", "url", "sha256", "format", "compression", "member"}
 ITEM_KEYS = FILE_KEYS | {
-    "id", "title", "text", "categories", "categories_format", "delimiter", "year", "popularity", "vote",
-    "vote_count", "unescape_html", "only_rated",
-}  # fmt: skip
+    "id",
+    "title",
+    "text",
+    "categories",
+    "categories_format",
+    "delimiter",
+    "year",
+    "popularity",
+    "vote",
+    "vote_count",
+    "unescape_html",
+    "only_rated",
+}
 RATING_KEYS = FILE_KEYS | {"user", "item", "value", "time"}
 
 
@@ -232,8 +242,9 @@ def load_spec(path: str | Path) -> CorpusSpec:
         raise _fail(path, "nouns", "every noun must be a non-empty string", 'write e.g. item = "game"')
     i = _Reader(path, top.get("items", dict, required=True), "items", ITEM_KEYS)
     items = _file(path, i)
-    item_columns = _columns(i, ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count"),
-                            ("id", "title"))  # fmt: skip
+    item_columns = _columns(
+        i, ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count"), ("id", "title")
+    )
     fmt = i.get("categories_format", str, "delimited")
     if fmt not in CATEGORY_FORMATS:
         raise _fail(path, "items.categories_format", f"{fmt!r} is unknown", f"use one of {', '.join(CATEGORY_FORMATS)}")
@@ -252,6 +263,20 @@ def load_spec(path: str | Path) -> CorpusSpec:
     if rater_scale not in ("0-9", "1-10", "1-5", "one-ten"):
         raise _fail(path, "env.scale", f"{rater_scale!r} is not a rater scale", "use 1-10, 0-9, one-ten or 1-5")
     return CorpusSpec(
-        path, name, release, about, nouns, items, item_columns, fmt, i.get("delimiter", str, ","),
-        bool(i.get("unescape_html", bool, False)), bool(i.get("only_rated", bool, False)), ratings, rating_columns, scale, tastes, rater_scale,
-    )  # fmt: skip
+        path,
+        name,
+        release,
+        about,
+        nouns,
+        items,
+        item_columns,
+        fmt,
+        i.get("delimiter", str, ","),
+        bool(i.get("unescape_html", bool, False)),
+        bool(i.get("only_rated", bool, False)),
+        ratings,
+        rating_columns,
+        scale,
+        tastes,
+        rater_scale,
+    )

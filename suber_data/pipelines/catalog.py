@@ -12,7 +12,7 @@ from suber_data.publish.card import CARD, CARD_VERSION, build_dataset_card
 def catalog_asset(upstream: list[dg.AssetKey], keys: DomainKeys = ROOT) -> dg.AssetsDefinition:
     @dg.asset(
         key=keys.key("catalog"),
-        group_name=keys.name("catalog"),
+        group_name=keys.group("catalog"),
         deps=upstream,
         required_resource_keys={keys.storage},
         partitions_def=keys.releases,

@@ -118,7 +118,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     @dg.asset(
         key=keys.key("user_descriptions"),
         deps=[keys.key("users")],
-        group_name=keys.name("users"),
+        group_name=keys.group("users"),
         partitions_def=keys.releases,
         required_resource_keys={keys.storage, "llm", "ray"},
         kinds=PYTHON_KINDS,
@@ -163,7 +163,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     @dg.asset(
         key=keys.key("user_description_shards"),
         deps=[keys.key("users")],
-        group_name=keys.name("users"),
+        group_name=keys.group("users"),
         required_resource_keys={keys.storage, "llm"},
         partitions_def=release_shards(keys),
         kinds={"python"},
