@@ -84,10 +84,10 @@ EmbeddingModel = Annotated[
 
 
 def _cli():
-    """The command's consoles and error helpers, looked up when used (tests swap ``main.console``)."""
-    from suber_data.cli import main
+    """The command's consoles and error helpers (suber_data/cli/console.py), looked up when used."""
+    from suber_data.cli import console
 
-    return main
+    return console
 
 
 @build_app.command("movies")

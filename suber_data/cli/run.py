@@ -59,6 +59,7 @@ class BuildOptions:
     llm_base_url: str | None = None
     embedding_model: str | None = None
     ray: str | None = None  # a Ray cluster's address: descriptions and embeddings run there
+    corpus: str | None = None  # a described corpus: its TOML file (suber_data/corpus)
     # Where a value came from when not typed (field -> "build.toml"), so an error names the file to fix.
     origin: dict[str, str] = field(default_factory=dict)
     # Resource fields an earlier build recorded (`rebuild`): laid under the options, over the defaults.

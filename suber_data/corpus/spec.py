@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from suber_data.artifacts.terms import terms as make_terms
 from suber_data.errors import InputError
 
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
@@ -84,15 +85,8 @@ class CorpusSpec:
 
     def terms(self) -> dict[str, Any]:
         """What later steps and the env read from the manifest instead of the domain's name."""
-        return {
-            "nouns": dict(self.nouns),
-            "tastes": dict(self.tastes),
-            "descriptions": "items",
-            "prompts": "items",
-            "rater_scale": self.rater_scale,
-            "people": "",
-            "vote": {"column": "vote_average", "min": self.scale.min, "max": self.scale.max},
-        }
+        vote = {"min": self.scale.min, "max": self.scale.max, "fill": (self.scale.min + self.scale.max) / 2}
+        return make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote)
 
 
 NOUN_DEFAULTS = {

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
+from suber_data.artifacts.terms import read_terms
 from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_descriptions
 from suber_data.descriptions.checks import check_row, held_out_leaks, near_duplicates
 from suber_data.descriptions.generate import CHECKS_VERSION, USERS
@@ -130,7 +131,11 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     def user_descriptions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         llm, folder = context.resources.llm, keys.dataset_dir(context)
         result = run_descriptions(
-            folder, keys.domain, llm, progress=log_progress(context, "users"), ray=context.resources.ray
+            folder,
+            read_terms(folder)["descriptions"],
+            llm,
+            progress=log_progress(context, "users"),
+            ray=context.resources.ray,
         )
         context.log.info(result.summary())
         preview = ""
@@ -182,7 +187,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         if not mine:
             context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
             return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
-        result = run_descriptions(folder, keys.domain, llm, mine, log_progress(context, "users"))
+        result = run_descriptions(folder, read_terms(folder)["descriptions"], llm, mine, log_progress(context, "users"))
         context.log.info(result.summary())
         return dg.MaterializeResult(
             metadata={
