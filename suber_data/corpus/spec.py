@@ -97,7 +97,7 @@ NOUN_DEFAULTS = {
     "consumed": "tried",
     "person": "person",
 }
-TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env"}
+TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env", "build"}  # build: the CLI's settings
 FILE_KEYS = {"path", "url", "sha256", "format", "compression", "member"}
 ITEM_KEYS = FILE_KEYS | {
     "id",

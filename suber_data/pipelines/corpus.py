@@ -4,8 +4,6 @@ The description is read once, when the graph is assembled; the assets close over
 corpus as a domain of its own (groups ``<name>_corpus``, ``<name>_users``, ...) beside movies and books.
 """
 
-from __future__ import annotations
-
 import dagster as dg
 
 from suber_data import duck
