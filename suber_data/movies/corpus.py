@@ -34,7 +34,7 @@ from suber_data.sources import Release, extract_zip, fetch, get_release, registe
 # What the later steps and the env read about movies (suber_data/artifacts/terms.py): survey genre tastes, SUBER's
 # film prompts, a 0-9 rater scale, TMDB's 0-10 votes.
 TERMS = terms(
-    {"item": "movie", "items": "movies", "category": "genre", "categories": "genres", "consumed": "watched",
+    {"item": "film", "items": "films", "category": "genre", "categories": "genres", "consumed": "watched",
      "person": "viewer"},
     {"prior": "survey"},
     descriptions="movies",

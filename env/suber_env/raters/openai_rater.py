@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import DOMAIN_SCALES, get_scale
+from ..core import get_scale
 from ..prompts import PromptBuilder
 from .base import Rater, Requests
 from .prompting import PromptRenderer
@@ -49,8 +49,8 @@ class OpenAIRater(Rater):
             raise ImportError("the openai rater needs httpx and tenacity: pip install 'suber-env[openai]'") from exc
 
         self.ds, self.base_url, self.model_name = ds, base_url.rstrip("/"), model
-        self.scale = get_scale(scale or DOMAIN_SCALES[ds.domain])
-        self.pb = PromptBuilder(ds.domain, self.scale, shots)
+        self.scale = get_scale(scale or ds.rater_scale)
+        self.pb = PromptBuilder(ds.family, self.scale, shots, nouns=ds.nouns)
         self.render = PromptRenderer(ds, self.pb, tokenizer)
         self.render.keep_space = False
         self.top_logprobs, self.timeout, self.max_batch = top_logprobs, timeout, max_batch
