@@ -167,7 +167,7 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
     if domain is not None and domain != built_as:
         raise DatasetError(
             f"{root / 'manifest.json'}: field 'domain' is {built_as!r}, but a {domain} dataset was asked for; "
-            f"open it as {built_as} (suber_env/Items-v0 opens any) or pass a {domain} folder"
+            f"open it as {built_as} ({_env_id(built_as)}) or pass a {domain} folder"
         )
     domain, terms = built_as, _terms(root, manifest, built_as)
     items = _read.read_items(root, COLUMNS_BY_FAMILY[terms["prompts"]])
@@ -204,6 +204,14 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
     scale = _read.read_source_scale(root, manifest)
     ds.source_scale = SourceScale.from_record(scale) if scale else None
     return ds
+
+
+def _env_id(domain: str) -> str:
+    """The registered environment of ``domain`` (suber_env/Movies-v0, ...), else the one for any domain."""
+    import gymnasium as gym
+
+    own = f"suber_env/{domain.capitalize()}-v0"
+    return own if own in gym.registry else "suber_env/Items-v0"
 
 
 def _terms(root: Path, manifest: dict, domain: str) -> dict:

@@ -42,7 +42,8 @@ def _as_dataset(dataset, domain: str | None) -> Dataset:
         if domain is not None and dataset.domain != domain:
             raise DatasetError(
                 f"{dataset.path}: a {dataset.domain} dataset, but this environment is for {domain}; "
-                f"use suber_env/Items-v0 (any domain) or a {domain} dataset folder"
+                f"use suber_env/{dataset.domain.capitalize()}-v0 (suber_env/Items-v0 for any domain) or a {domain} "
+                "dataset folder"
             )
         return dataset
     if dataset is None:
