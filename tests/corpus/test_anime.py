@@ -69,7 +69,9 @@ def test_the_sample_builds_from_the_example_with_no_domain_code(anime):
     folder = root / "data" / "anime" / "mal-sample"
     manifest = json.loads((folder / "manifest.json").read_text())
     raw = str(root / "srv" / "rating.csv")
-    n_raw, n_special = duckdb.connect().execute(f"SELECT count(*), count(*) FILTER (WHERE rating = -1) FROM '{raw}'").fetchone()
+    n_raw, n_special = (
+        duckdb.connect().execute(f"SELECT count(*), count(*) FILTER (WHERE rating = -1) FROM '{raw}'").fetchone()
+    )
     counts = manifest["steps"]["ratings"]["counts"]
     assert counts["special_dropped"] == n_special > 0 and counts["ratings"] == n_raw - n_special
     assert manifest["steps"]["ratings"]["special_values"] == {"-1.0": {"meaning": "watched, not rated"}}
@@ -78,10 +80,14 @@ def test_the_sample_builds_from_the_example_with_no_domain_code(anime):
     titles = [t for (t,) in con.execute("SELECT title FROM items").fetchall()]
     assert not [t for t in titles if re.search(r"&(#\d+|quot|amp);", t)]  # entities decoded ...
     source = str(root / "srv" / "anime.csv")
-    escaped = duckdb.connect().execute(  # ... and the source has them for items that were kept
-        f"SELECT count(*) FROM read_csv('{source}', all_varchar=true) WHERE name LIKE '%&#%' AND anime_id IN "
-        f"(SELECT source_id FROM read_parquet('{folder / 'items.parquet'}'))"
-    ).fetchone()[0]
+    escaped = (
+        duckdb.connect()
+        .execute(  # ... and the source has them for items that were kept
+            f"SELECT count(*) FROM read_csv('{source}', all_varchar=true) WHERE name LIKE '%&#%' AND anime_id IN "
+            f"(SELECT source_id FROM read_parquet('{folder / 'items.parquet'}'))"
+        )
+        .fetchone()[0]
+    )
     assert escaped > 0
     assert con.execute("SELECT count(*) FROM ratings WHERE rating < 1 OR timestamp IS NOT NULL").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM users").fetchone()[0] == 12
