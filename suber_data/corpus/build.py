@@ -63,6 +63,15 @@ def fetch_sources(spec: CorpusSpec, *, progress: bool | None = None) -> dict[str
     return out
 
 
+def _is_special(expr: str, spec: CorpusSpec) -> str:
+    """SQL: ``expr`` is one of the scale's special values (FALSE when it declares none: ``IN (NULL)`` is NULL)."""
+    return f"{expr} IN ({', '.join(repr(x) for x in spec.scale.special)})" if spec.scale.special else "FALSE"
+
+
+def _not_special(expr: str, spec: CorpusSpec) -> str:
+    return f"NOT ({_is_special(expr, spec)})" if spec.scale.special else "TRUE"
+
+
 def check_ratings(con, spec: CorpusSpec, path: Path) -> dict[str, int]:
     """Numbers where numbers are due, and every rating on the scale or a declared special value."""
     rel = source_sql(spec.ratings, path)
@@ -70,12 +79,11 @@ def check_ratings(con, spec: CorpusSpec, path: Path) -> dict[str, int]:
     bad_number(con, rel, value, path, "ratings.value")
     s = spec.scale
     v = f"TRY_CAST({ident(value)} AS DOUBLE)"
-    special = ", ".join(f"{x!r}" for x in s.special) or "NULL"
     binned = f"OR abs(({v} - {s.min}) / {s.step} - round(({v} - {s.min}) / {s.step})) > 1e-6" if s.step else ""
     row = con.execute(
         f"SELECT count(*) FILTER (WHERE off), min(n) FILTER (WHERE off), arg_min(x, n) FILTER (WHERE off), "
-        f"count(*) FILTER (WHERE x IN ({special})), count(*) FILTER (WHERE x IS NULL) FROM ("
-        f"SELECT row_number() OVER () AS n, {v} AS x, ({v} NOT IN ({special}) AND ({v} < {s.min} OR {v} > {s.max} "
+        f"count(*) FILTER (WHERE {_is_special('x', spec)}), count(*) FILTER (WHERE x IS NULL) FROM ("
+        f"SELECT row_number() OVER () AS n, {v} AS x, ({_not_special(v, spec)} AND ({v} < {s.min} OR {v} > {s.max} "
         f"{binned})) AS off FROM {rel})"
     ).fetchone()
     off, first, example, n_special, n_null = row
@@ -101,6 +109,7 @@ def _spec_key(spec: CorpusSpec) -> dict:
         "categories": [spec.categories_format, spec.delimiter],
         "html": spec.unescape_html,
         "only_rated": spec.only_rated,
+        "derive_categories": spec.derive_categories,
         "scale": rating_scale(spec).as_dict(),
         "special": {str(k): v for k, v in spec.scale.special.items()},
         "terms": spec.terms(),
@@ -117,6 +126,32 @@ def _text_sql(spec: CorpusSpec) -> str:
     return f"nullif({joined}, '')"
 
 
+# Words too common to tell items apart (the derived categories skip them).
+_STOP_TEXT = (
+    "about after again also among and another any are around back been before being between both but can could "
+    "each even every first from further have having her here him his how into its just last like made make many "
+    "more most much must never new next not now off once one only other our out over own same she should since "
+    "some still such than that the their them then there these they this those through time too two under until "
+    "very was way well were what when where which while who whom why will with would year years you your"
+)
+STOPWORDS = sorted(set(_STOP_TEXT.split()))
+
+
+def derived_categories_sql(spec: CorpusSpec) -> str:
+    """CTEs ``derived(rec, genres)``: a corpus without categories gets the ``derive_categories`` words (4+
+    letters, not stop words) that the most items share in their title and text, as each item's categories.
+    Named by the words themselves, so tastes, prompts and plots stay readable (docs/corpus.md)."""
+    cols = [ident(spec.item_columns["title"]), *(ident(t) for t in spec.item_columns["text"])]
+    text = f"lower(concat_ws(' ', {', '.join(f'CAST({c} AS VARCHAR)' for c in cols)}))"
+    stop = ", ".join(f"'{w}'" for w in STOPWORDS)
+    return f"""words AS (SELECT DISTINCT rec, w FROM (SELECT rec, unnest(regexp_split_to_array({text}, '[^a-z0-9]+'))
+                           AS w FROM kept) WHERE length(w) >= 4 AND w NOT IN ({stop})),
+            top AS (SELECT w FROM words GROUP BY w HAVING count(*) >= 2
+                    ORDER BY count(*) DESC, w LIMIT {int(spec.derive_categories)}),
+            derived AS (SELECT rec, list(w ORDER BY w) AS genres FROM words
+                        WHERE w IN (SELECT w FROM top) GROUP BY rec),"""
+
+
 def _num(spec: CorpusSpec, key: str, cast: str) -> str:
     col = spec.item_columns.get(key)
     return f"TRY_CAST(TRY_CAST({ident(col)} AS DOUBLE) AS {cast})" if col else f"NULL::{cast}"
@@ -127,31 +162,35 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
     items, ratings = sources["items"]["path"], sources["ratings"]["path"]
     irel, rrel = source_sql(spec.items, items), source_sql(spec.ratings, ratings)
     rid, rval = ident(spec.rating_columns["item"]), ident(spec.rating_columns["value"])
-    special = ", ".join(f"{x!r}" for x in spec.scale.special) or "NULL"
     with duckdb.connect() as con:
         for key in ("year", "popularity", "vote", "vote_count"):
             if c.get(key):
                 bad_number(con, irel, c[key], items, f"items.{key}")
         vote = _num(spec, "vote", "FLOAT")
+        derived = not c.get("categories") and spec.derive_categories > 0
+        genres = "coalesce(derived.genres, []::VARCHAR[])" if derived else categories_sql(spec)
+        derived_ctes = derived_categories_sql(spec) if derived else ""
+        derived_join = "LEFT JOIN derived ON derived.rec = kept.rec" if derived else ""
         sql = f"""
             WITH src AS (SELECT row_number() OVER () AS rec, * FROM {irel}),
             kept AS (SELECT * FROM src WHERE {ident(c["id"])} IS NOT NULL
                        AND nullif(trim(CAST({ident(c["title"])} AS VARCHAR)), '') IS NOT NULL
                      QUALIFY row_number() OVER (PARTITION BY CAST({ident(c["id"])} AS VARCHAR) ORDER BY rec) = 1),
+            {derived_ctes}
             rated AS (SELECT CAST({rid} AS VARCHAR) AS sid, count(*) AS n, avg(TRY_CAST({rval} AS DOUBLE)) AS m
-                      FROM {rrel} WHERE TRY_CAST({rval} AS DOUBLE) NOT IN ({special}) GROUP BY 1)
-            SELECT (row_number() OVER (ORDER BY rec) - 1)::INTEGER AS item_id,
+                      FROM {rrel} WHERE {_not_special(f"TRY_CAST({rval} AS DOUBLE)", spec)} GROUP BY 1)
+            SELECT (row_number() OVER (ORDER BY kept.rec) - 1)::INTEGER AS item_id,
                    CAST({ident(c["id"])} AS VARCHAR) AS source_id,
                    trim(CAST({ident(c["title"])} AS VARCHAR)) AS title,
                    {_text_sql(spec)} AS overview,
-                   {categories_sql(spec)} AS genres,
+                   {genres} AS genres,
                    {_num(spec, "year", "SMALLINT")} AS year,
                    coalesce({vote}, rated.m)::FLOAT AS vote_average,
                    coalesce({_num(spec, "vote_count", "INTEGER")}, rated.n, 0)::INTEGER AS vote_count,
                    {_num(spec, "popularity", "FLOAT")} AS popularity
             FROM kept {"" if spec.only_rated else "LEFT"} JOIN rated
-              ON rated.sid = CAST(kept.{ident(c["id"])} AS VARCHAR)
-            ORDER BY rec"""
+              ON rated.sid = CAST(kept.{ident(c["id"])} AS VARCHAR) {derived_join}
+            ORDER BY kept.rec"""
         try:
             table = con.sql(sql).to_arrow_table()
             total = con.execute(f"SELECT count(*) FROM {irel}").fetchone()[0]
@@ -202,7 +241,6 @@ def _time_sql(column: str) -> str:
 def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
     r = spec.rating_columns
     scale = rating_scale(spec)
-    special = ", ".join(f"{x!r}" for x in spec.scale.special) or "NULL"
     v = f"TRY_CAST(s.{ident(r['value'])} AS DOUBLE)"
     items = str(dataset_dir / "items.parquet").replace("'", "''")
     with duckdb.connect() as con:
@@ -212,7 +250,7 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
             f"""SELECT CAST(s.{ident(r["user"])} AS VARCHAR) AS source_user_id, i.item_id, {v}::FLOAT AS rating,
                        {_time_sql(r["time"])} AS timestamp
                 FROM src s JOIN read_parquet('{items}') i ON i.source_id = CAST(s.{ident(r["item"])} AS VARCHAR)
-                WHERE {v} IS NOT NULL AND {v} NOT IN ({special}) AND s.{ident(r["user"])} IS NOT NULL"""
+                WHERE {v} IS NOT NULL AND {_not_special(v, spec)} AND s.{ident(r["user"])} IS NOT NULL"""
         ).to_arrow_reader(1 << 20)
         written = write_parquet_batches(
             reader, dataset_dir / "ratings.parquet", with_scale_metadata(CORPUS_RATINGS, scale)

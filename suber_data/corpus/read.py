@@ -115,9 +115,11 @@ def categories_sql(spec: CorpusSpec) -> str:
         raw = f"string_split(coalesce(CAST({c} AS VARCHAR), ''), {_q(spec.delimiter)})"
     else:  # Python literal: ['a', "b's"] -> the quoted strings, quotes removed
         quoted = r"""'[^']*'|"[^"]*\""""
-        raw = f"list_transform(regexp_extract_all(coalesce(CAST({c} AS VARCHAR), ''), {_q(quoted)}), lambda x: x[2:-1])"
+        found = f"regexp_extract_all(coalesce(CAST({c} AS VARCHAR), ''), {_q(quoted)})"
+        raw = f"list_transform({found}, lambda x: x[2:length(x) - 1])"
     cleaned = f"list_filter(list_transform({raw}, lambda x: lower(trim(x))), lambda x: x IS NOT NULL AND x <> '')"
-    return f"list_distinct(coalesce({cleaned}, []::VARCHAR[]))"
+    listed = f"coalesce({cleaned}, []::VARCHAR[])"
+    return f"list_filter({listed}, lambda x, i: list_position({listed}, x) = i)"  # repeats out, order kept
 
 
 def bad_number(con, relation: str, column: str, path: Path, what: str) -> None:

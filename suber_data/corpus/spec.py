@@ -77,6 +77,7 @@ class CorpusSpec:
     delimiter: str
     unescape_html: bool
     only_rated: bool  # keep only the items the ratings rate
+    derive_categories: int  # no categories column: this many shared words become the categories (0: none)
     ratings: FileSpec
     rating_columns: dict[str, str]  # user, item, value, time ("" when absent)
     scale: Scale
@@ -112,6 +113,7 @@ ITEM_KEYS = FILE_KEYS | {
     "vote_count",
     "unescape_html",
     "only_rated",
+    "derive_categories",
 }
 RATING_KEYS = FILE_KEYS | {"user", "item", "value", "time"}
 
@@ -268,6 +270,7 @@ def load_spec(path: str | Path) -> CorpusSpec:
         i.get("delimiter", str, ","),
         bool(i.get("unescape_html", bool, False)),
         bool(i.get("only_rated", bool, False)),
+        i.get("derive_categories", int, 12),
         ratings,
         rating_columns,
         scale,
