@@ -168,7 +168,15 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
 
         # an asset: kinds, row count and the column schema from the artifact contract
         asset = _page_text(page, "/assets/items", base)
-        for shown in ("DuckDB", "Parquet", "Row count", "item_id", "Dense item index 0..n-1", "movies_corpus", "sample"):
+        for shown in (
+            "DuckDB",
+            "Parquet",
+            "Row count",
+            "item_id",
+            "Dense item index 0..n-1",
+            "movies_corpus",
+            "sample",
+        ):
             assert shown in asset, shown
         page.screenshot(path=shots / "asset_items.png")
 

@@ -33,7 +33,7 @@ RATINGS_FILE = "Books_rating.csv"
 # corpus as SUBER counts them (more than 100 books, else SUBER's packaged 65), SUBER's book prompts, 1-5 stars.
 TERMS = terms(
     {"item": "book", "items": "books", "category": "category", "categories": "categories", "consumed": "read",
-     "person": "reader"},
+     "person": "person"},
     {"prior": "items", "min_items": 100, "fallback": "asset:users/book_category_prior.csv"},
     descriptions="books",
     prompts="books",

@@ -83,7 +83,7 @@ def load_build_file(path: str | Path, tmdb_step: bool = True, table: str | None 
     if not tmdb_step:
         for key in MOVIES_ONLY:
             if key in found:
-                raise SuberDataError(f"{path}: key '{key}' is a TMDB setting (this domain has no TMDB step); remove it")
+                raise SuberDataError(f"{path}: key '{key}' is a movies setting (no TMDB step here); remove it")
     return found
 
 

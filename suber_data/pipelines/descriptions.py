@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
-from suber_data.artifacts.terms import read_terms
 from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_descriptions
 from suber_data.descriptions.checks import check_row, held_out_leaks, near_duplicates
 from suber_data.descriptions.generate import CHECKS_VERSION, USERS
@@ -23,6 +22,11 @@ from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import LLMResource, RayResource
 from suber_data.users.real_checks import user_titles
+
+
+def prompt_family(folder: Path, keys: DomainKeys) -> str:
+    """The description prompts the dataset's terms name (a folder built before terms: its domain's own)."""
+    return (read_manifest(folder).get("terms") or {}).get("descriptions", keys.domain)
 
 
 def run_descriptions(
@@ -132,7 +136,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         llm, folder = context.resources.llm, keys.dataset_dir(context)
         result = run_descriptions(
             folder,
-            read_terms(folder)["descriptions"],
+            prompt_family(folder, keys),
             llm,
             progress=log_progress(context, "users"),
             ray=context.resources.ray,
@@ -187,7 +191,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         if not mine:
             context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
             return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
-        result = run_descriptions(folder, read_terms(folder)["descriptions"], llm, mine, log_progress(context, "users"))
+        result = run_descriptions(folder, prompt_family(folder, keys), llm, mine, log_progress(context, "users"))
         context.log.info(result.summary())
         return dg.MaterializeResult(
             metadata={

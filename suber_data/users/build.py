@@ -115,7 +115,8 @@ def load_inputs(config: UsersConfig, dataset_dir: Path | None = None) -> Inputs:
     checksums: dict[str, str] = {}
     census = None
     if config.profile == "suber":
-        counted = taste_spec(dataset_dir)["prior"] != "survey"  # SUBER's books draw from its category list
+        # SUBER's books draw from its category list
+        counted = taste_spec(dataset_dir, config.domain)["prior"] != "survey"
         lists = suber_lists(config.suber_lists, with_categories=counted)
         tastes = lists.categories if counted else movie_genre_prior()
         for name in lists.files:
@@ -133,7 +134,7 @@ def load_inputs(config: UsersConfig, dataset_dir: Path | None = None) -> Inputs:
         entry.update({k: v for k, v in census.meta.items() if k not in entry})
         sources[release.name if release else "census-file"] = entry
         checksums["census"] = sha
-        tastes = taste_prior(config, taste_spec(dataset_dir), dataset_dir)
+        tastes = taste_prior(config, taste_spec(dataset_dir, config.domain), dataset_dir)
     for label, (where, sha) in lists.files.items():
         checksums[label] = sha
         if where.startswith("asset:"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from suber_data.artifacts.manifest import read_manifest
 from suber_data.artifacts.terms import read_terms
 from suber_data.errors import InputError
 from suber_data.resources import asset_path
@@ -18,11 +19,16 @@ if TYPE_CHECKING:
 SURVEY = {"prior": "survey"}  # tastes when no dataset says otherwise: the Morning Consult genre like-rates
 
 
-def taste_spec(dataset_dir: Path | None) -> dict[str, Any]:
+# Tastes of a folder whose manifest records no terms (built before they existed, or items written by hand): what
+# the built-in domains' items steps record today (suber_data/books/corpus.py TERMS); any other domain: the survey.
+BEFORE_TERMS = {"books": {"prior": "items", "min_items": 100, "fallback": "asset:users/book_category_prior.csv"}}
+
+
+def taste_spec(dataset_dir: Path | None, domain: str) -> dict[str, Any]:
     """Where this dataset's tastes come from: its manifest's ``terms.tastes``, written by its items step."""
-    if dataset_dir is None or not (Path(dataset_dir) / "manifest.json").exists():
-        return SURVEY
-    return read_terms(dataset_dir)["tastes"]
+    if dataset_dir is not None and "terms" in read_manifest(Path(dataset_dir)):
+        return read_terms(dataset_dir)["tastes"]
+    return BEFORE_TERMS.get(domain, SURVEY)
 
 
 def _prior_file(where: str) -> Prior:
