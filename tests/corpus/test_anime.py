@@ -91,6 +91,8 @@ def test_the_sample_builds_from_the_example_with_no_domain_code(anime):
     assert escaped > 0
     assert con.execute("SELECT count(*) FROM ratings WHERE rating < 1 OR timestamp IS NOT NULL").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM users").fetchone()[0] == 12
+    card = (folder / "README.md").read_text()
+    assert "CC0: Public Domain (check before redistributing)" in card and "CooperUnion" in card
     report = json.loads(synthetic.stdout)
     assert all(c["passed"] for c in report.get("checks", [])), report.get("checks")
 
