@@ -25,9 +25,6 @@ DESCRIBED: dict[str, set[str]] = {}
 def add_described_release(domain: str, release: str) -> None:
     """Make ``release`` a partition of ``domain`` (a corpus description's release)."""
     DESCRIBED.setdefault(domain, set()).add(release)
-    from suber_data.pipelines.keys import release_partitions  # cached per domain: forget the old list
-
-    release_partitions.cache_clear()
 
 
 def releases(domain: str) -> list[str]:

@@ -14,7 +14,7 @@ from suber_data.corpus import checks as checks_lib
 from suber_data.corpus.spec import CorpusSpec
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.domains import DomainSpec
-from suber_data.pipelines.keys import DomainKeys
+from suber_data.pipelines.keys import DomainKeys, release_partitions
 from suber_data.pipelines.metadata import PYTHON_KINDS, TABLE_KINDS, code_version, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.releases import add_described_release
@@ -86,6 +86,7 @@ def _assets(spec: CorpusSpec, keys: DomainKeys) -> list:
 def domain(spec: CorpusSpec) -> DomainSpec:
     """The described corpus as a domain of the graph (keys under ``<name>/``, its release as partition)."""
     add_described_release(spec.name, spec.release)
+    release_partitions.cache_clear()  # cached per domain: the new release must show
     keys = DomainKeys(spec.name, spec.name)
     checks = [
         multi_check(
