@@ -97,12 +97,12 @@ def check_ratings(con, spec: CorpusSpec, path: Path) -> dict[str, int]:
 
 def build_items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> StepResult:
     """items.parquet: one row per distinct source id with a title; the terms go into the manifest header."""
-    fp = fingerprint("corpus-items", SCHEMA_VERSION, PARSER_VERSION, str(CORPUS_ITEMS), _spec_key(spec),
+    fp = fingerprint("corpus-items", SCHEMA_VERSION, PARSER_VERSION, str(CORPUS_ITEMS), spec_key(spec),
                      sources["items"]["sha256"], sources["ratings"]["sha256"])  # fmt: skip
     return run_step(dataset_dir, "items", fp, lambda: _items(dataset_dir, spec, sources))
 
 
-def _spec_key(spec: CorpusSpec) -> dict:
+def spec_key(spec: CorpusSpec) -> dict:
     return {
         "items": spec.item_columns,
         "ratings": spec.rating_columns,
@@ -198,7 +198,8 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
             raise CorpusFileError(f"{items}: {first_line(exc)}; fix the file or the [items] columns") from None
     if spec.unescape_html:  # "Gintama&#039;" -> "Gintama'": once per distinct title, not per row
         titles = table.column("title").to_pylist()
-        table = table.set_column(2, "title", pa.array([html.unescape(t) for t in titles], pa.string()))
+        decoded = {t: html.unescape(t) for t in set(titles)}
+        table = table.set_column(2, "title", pa.array([decoded[t] for t in titles], pa.string()))
     if table.num_rows == 0:
         raise CorpusFileError(f"{items}: no item with an id and a title; check items.id and items.title")
     write_parquet(table, dataset_dir / "items.parquet", CORPUS_ITEMS)

@@ -29,7 +29,7 @@ def _result(result: StepResult, context, **extra) -> dg.MaterializeResult:
 
 def _assets(spec: CorpusSpec, keys: DomainKeys) -> list:
     group, storage = keys.group("corpus"), keys.storage
-    version = code_version(SCHEMA_VERSION, corpus.PARSER_VERSION, corpus._spec_key(spec))
+    version = code_version(SCHEMA_VERSION, corpus.PARSER_VERSION, corpus.spec_key(spec))
 
     @dg.asset(
         key=keys.key("source"),
