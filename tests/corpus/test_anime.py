@@ -97,6 +97,15 @@ def test_the_sample_builds_from_the_example_with_no_domain_code(anime):
     assert all(c["passed"] for c in report.get("checks", [])), report.get("checks")
 
 
+def test_its_croissant_validates_and_loads_every_table(anime, caplog):
+    pytest.importorskip("mlcroissant", reason="mlcroissant is in the dev extra")
+    from tests.corpus.test_croissant import loads_every_table
+
+    for built in ("data", "real"):  # census users, and real people with their held-out ratings
+        doc = loads_every_table(anime[0] / built / "anime" / "mal-sample", caplog)
+        assert "watched, not rated" in doc["rai:dataLimitations"]
+
+
 def test_real_people_of_the_sample_become_users(anime):
     root, _, real, _, _ = anime
     assert real.exit_code == 0, real.output

@@ -25,7 +25,7 @@ def _build(args: list[str], data, monkeypatch) -> None:
     assert result.exit_code == 0, result.output
 
 
-def _loads_every_table(folder, caplog) -> dict:
+def loads_every_table(folder, caplog) -> dict:
     doc = json.loads((folder / "croissant.json").read_text())
     assert doc["conformsTo"] == "http://mlcommons.org/croissant/1.1"
     assert doc["rai:dataCollection"] and doc["rai:dataLimitations"] and doc["license"] and doc["citeAs"]
@@ -43,7 +43,7 @@ def _loads_every_table(folder, caplog) -> dict:
 def test_movies_with_every_step(tmp_path, monkeypatch, caplog):
     args = ["movies", "--release", "sample", "--users", "6", "--llm", "template", "--embedding-model", "minilm"]
     _build(args, tmp_path, monkeypatch)
-    doc = _loads_every_table(tmp_path / "movies" / "sample", caplog)
+    doc = loads_every_table(tmp_path / "movies" / "sample", caplog)
     assert any("MovieLens" in w["name"] for w in doc["isBasedOn"])
     assert any("template" in tool for tool in doc["rai:machineAnnotationTools"])  # who wrote the descriptions
     embedding = next(f for rs in doc["recordSet"] if rs["name"] == "item_embeddings" for f in rs["field"]
@@ -53,12 +53,12 @@ def test_movies_with_every_step(tmp_path, monkeypatch, caplog):
 
 def test_books(tmp_path, monkeypatch, caplog):
     _build(["books", "--release", "books-sample", "--users", "6"], tmp_path, monkeypatch)
-    doc = _loads_every_table(tmp_path / "books" / "books-sample", caplog)
+    doc = loads_every_table(tmp_path / "books" / "books-sample", caplog)
     assert "synthetic users" in doc["rai:dataCollection"]
 
 
 def test_a_described_corpus(tmp_path, monkeypatch, caplog):
     write_games(tmp_path)
     _build(["corpus", "--config", str(write_toml(tmp_path, GAMES_TOML)), "--users", "6"], tmp_path, monkeypatch)
-    doc = _loads_every_table(tmp_path / "boardgames" / "shelf-1", caplog)
+    doc = loads_every_table(tmp_path / "boardgames" / "shelf-1", caplog)
     assert "CC0-1.0" in doc["license"] and "owned, not played" in doc["rai:dataLimitations"]
