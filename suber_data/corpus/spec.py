@@ -20,7 +20,6 @@ from suber_data.errors import InputError
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
 CATEGORY_FORMATS = ("list", "delimited", "python")
-SPECIAL_ACTIONS = ("drop",)  # what a special value does to its rows: dropped from ratings.parquet, counted
 RESERVED = {"movies", "books", "users", "catalog", "storage", "tmdb", "llm", "embedder", "ray"}
 
 

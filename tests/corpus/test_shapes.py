@@ -87,3 +87,19 @@ path = "listens.zip"\nmember = "data/listens.csv"\nuser = "listener"\nitem = "sh
     liked = pq.read_table(folder / "users.parquet", columns=["liked", "disliked"]).to_pylist()
     assert {w for row in liked for w in row["liked"] + row["disliked"]} <= words
     assert all(c.passed for c in users.checks), [c.as_dict() for c in users.checks if not c.passed]
+
+
+def test_a_given_taste_prior_is_what_users_draw_from(tmp_path):
+    with gzip.open(tmp_path / "books.csv.gz", "wt", encoding="utf-8") as f:
+        f.write(BOOKS_CSV)
+    (tmp_path / "scores.csv").write_text("reader,book,stars\na,1,4\na,2,2\nb,2,3\nb,3,5\n")
+    (tmp_path / "prior.csv").write_text("category,weight\ntravel,3\nfiction,1\n")
+    toml = """[corpus]\nname = "shelf"\n[items]\npath = "books.csv.gz"\nid = "id"\ntitle = "title"
+categories = "cats"\ncategories_format = "python"\n[ratings]\npath = "scores.csv"\nuser = "reader"\nitem = "book"
+value = "stars"\n[scale]\nmin = 1\nmax = 5\n[tastes]\nprior = "prior.csv"\n"""
+    folder = tmp_path / "ds"
+    build_corpus(folder, load_spec(write_toml(tmp_path, toml)))
+    users = build_users(folder, UsersConfig(count=30, domain="shelf", cap_liked=1, cap_disliked=1))
+    tastes = pq.read_table(folder / "users.parquet", columns=["liked", "disliked"]).to_pylist()
+    assert {w for row in tastes for w in row["liked"] + row["disliked"]} == {"travel", "fiction"}
+    assert users.section["tastes"]["source"].endswith("prior.csv")
