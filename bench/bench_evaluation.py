@@ -62,7 +62,7 @@ def main() -> None:
             folder = build_movies(Path(tmp), users=8, embedding_model="minilm")
         ds = load_dataset(folder)
         g = ds.genre_vocab
-        personas = [genre_persona(g[i], [g[(i + 1) % len(g)], g[(i + 2) % len(g)]], ds.domain) for i in range(len(g))]
+        personas = [genre_persona(g[i], [g[(i + 1) % len(g)], g[(i + 2) % len(g)]], ds.nouns) for i in range(len(g))]
         pds = write_persona_dataset(ds, personas, Path(tmp) / "personas")
         rater = make_rater("transformers", pds, model=model, tokenizer=tok)
         rng = np.random.default_rng(0)

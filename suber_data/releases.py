@@ -18,10 +18,21 @@ RELEASE_MODULES = {
 }
 
 
+# Releases of domains described by a file (suber_data/corpus): the one release each description names.
+DESCRIBED: dict[str, set[str]] = {}
+
+
+def add_described_release(domain: str, release: str) -> None:
+    """Make ``release`` a partition of ``domain`` (a corpus description's release)."""
+    DESCRIBED.setdefault(domain, set()).add(release)
+
+
 def releases(domain: str) -> list[str]:
     """The release names the domain can build, sorted."""
     from suber_data.sources import COMPOSITES, REGISTRY
 
+    if domain in DESCRIBED:
+        return sorted(DESCRIBED[domain])
     for module in RELEASE_MODULES.get(domain, []):
         importlib.import_module(module)
     names = {name for name, r in REGISTRY.items() if r.family in RELEASE_FAMILIES.get(domain, set())}

@@ -172,7 +172,9 @@ def test_a_dagster_build_with_launchpad_settings_rebuilds_up_to_date(env):
     from suber_data.pipelines.definitions import ASSETS, CHECKS, default_resources
     from suber_data.pipelines.resources import LLMResource, StorageResource, TMDBResource, UsersResource
 
-    selection = dg.AssetSelection.groups("movies", "catalog") | dg.AssetSelection.assets("users", "user_descriptions")
+    selection = dg.AssetSelection.groups("movies_corpus", "movies_catalog") | dg.AssetSelection.assets(
+        "users", "user_descriptions"
+    )
     resources = {
         **default_resources(),
         "storage": StorageResource(data_dir=str(env / "dagster")),
@@ -199,7 +201,9 @@ def test_rebuild_asks_an_openai_server_in_the_recorded_output_mode(env, monkeypa
     from tests.descriptions.openai_server import OpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-recorded")
-    selection = dg.AssetSelection.groups("movies", "catalog") | dg.AssetSelection.assets("users", "user_descriptions")
+    selection = dg.AssetSelection.groups("movies_corpus", "movies_catalog") | dg.AssetSelection.assets(
+        "users", "user_descriptions"
+    )
     with OpenAIServer() as server:
         url = server.base_url
         llm = LLMResource(backend="openai", model="served-model", base_url=url, response_format="json_object")

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from suber_data.cli import main
+from suber_data.cli import console as ui
 from suber_data.cli.main import app
 from suber_data.sources import REGISTRY
 from tests.support.loopback import closed_port
@@ -145,7 +145,7 @@ def test_failed_build_with_json_prints_an_error_object(env):
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_names_and_values_whole_at_narrow_widths(env, monkeypatch, width):
-    monkeypatch.setattr(main, "out", Console(width=width))
+    monkeypatch.setattr(ui, "out", Console(width=width))
     assert runner.invoke(app, ["build", "movies", "--release", "sample", "--users", "5"]).exit_code == 0
     listing = runner.invoke(app, ["sources"])
     assert listing.exit_code == 0

@@ -39,8 +39,10 @@ def test_schema_version_matches():
         (_schema.USER_COLUMNS, schemas.USERS),
         (_schema.USER_DESCRIPTION_COLUMNS, schemas.USER_DESCRIPTIONS),
         (_schema.RATING_COLUMNS, schemas.RATINGS),
+        (_schema.ITEM_COLUMNS, schemas.CORPUS_ITEMS),  # a corpus described by a file (suber_data/corpus)
+        (_schema.BOOK_ITEM_COLUMNS, schemas.BOOK_ITEMS),
     ],
-    ids=["items", "users", "user_descriptions", "ratings"],
+    ids=["items", "users", "user_descriptions", "ratings", "corpus_items", "book_items"],
 )
 def test_columns_agree(copy, contract: pa.Schema):
     for name, (typ, required) in copy.items():

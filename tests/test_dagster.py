@@ -21,10 +21,10 @@ def offline(tmp_path, monkeypatch):
 
 
 def test_definitions_load_with_jobs_and_checks():
-    for job in ("movie_corpus", "build_all", "description_shards"):
+    for job in ("movies_corpus", "movies_build_all", "movies_description_shards"):
         assert defs.resolve_job_def(job) is not None
-    assert defs.resolve_job_def("description_shards").partitions_def is not None
-    assert "sample" in defs.resolve_job_def("build_all").partitions_def.get_partition_keys()
+    assert defs.resolve_job_def("movies_description_shards").partitions_def is not None
+    assert "sample" in defs.resolve_job_def("movies_build_all").partitions_def.get_partition_keys()
     keys = {k.to_user_string() for a in ASSETS for k in a.keys}
     assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
     assert len(CHECKS) >= 5
@@ -49,7 +49,7 @@ def test_materialize_writes_the_same_dataset_as_the_cli(offline):
     storage = StorageResource(data_dir=str(offline / "dagster"))
     result = dg.materialize(
         [*ASSETS, *CHECKS],
-        selection=dg.AssetSelection.groups("movies", "catalog"),
+        selection=dg.AssetSelection.groups("movies_corpus", "movies_catalog"),
         resources={**default_resources(), "storage": storage, "tmdb": TMDBResource()},
         partition_key="sample",
     )
@@ -83,7 +83,7 @@ def test_dg_dev_lists_assets_and_runs_the_movie_job(offline):
         shown = {v["key"]: (v["type"], v["value"]) for v in details}
         assert shown["data_dir"] == ("ENV_VAR", "SUBER_DATA_DIR")
         assert "release" not in shown  # the release is the run's partition
-        assert wait_for_run(url, launch_job(url, "movie_corpus", partition="sample")) == "SUCCESS"
+        assert wait_for_run(url, launch_job(url, "movies_corpus", partition="sample")) == "SUCCESS"
         assert (offline / "data" / "movies" / "sample" / "catalog.duckdb").exists()
         # the run's materializations and check results belong to its release only
         node = graphql(
@@ -99,7 +99,7 @@ def test_dg_dev_lists_assets_and_runs_the_movie_job(offline):
 def test_a_domain_plugs_in_by_its_corpus_step():
     from suber_data.pipelines.domains import DomainSpec, domain_assets, domain_definitions
 
-    @dg.asset(name="items", group_name="books")
+    @dg.asset(name="items", group_name="books_corpus")
     def book_items() -> None: ...
 
     graph = domain_definitions(DomainSpec("books", [book_items])).resolve_asset_graph()
@@ -120,7 +120,11 @@ def test_both_domains_load_side_by_side_in_one_definitions():
     parents = {dg.AssetKey(["books", "items"]), dg.AssetKey(["books", "ratings"])}
     assert graph.get(dg.AssetKey(["books", "users"])).parent_keys == parents
     assert graph.get(dg.AssetKey("users")).parent_keys == {dg.AssetKey("items"), dg.AssetKey("ratings")}
+    # every domain's groups are named alike: <domain>_corpus, <domain>_users, <domain>_embeddings, <domain>_catalog
+    groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
+    assert groups == {f"{d}_{g}" for d in ("movies", "books") for g in ("corpus", "users", "embeddings", "catalog")}
     assert graph.get(dg.AssetKey(["books", "users"])).group_name == "books_users"
+    assert graph.get(dg.AssetKey("users")).group_name == "movies_users"
     books_job = {k.to_user_string() for k in defs.resolve_job_def("books_build_all").asset_layer.executable_asset_keys}
     assert "books/users" in books_job and not any(not k.startswith("books/") for k in books_job)
     assert defs.resolve_job_def("books_description_shards").partitions_def is not None
@@ -139,7 +143,7 @@ def test_materialize_books_writes_the_same_dataset_as_the_cli(offline):
     users = dg.AssetSelection.assets(dg.AssetKey(["books", "users"]))
     result = dg.materialize(
         [*BOOK_ASSETS, *BOOK_CHECKS],
-        selection=dg.AssetSelection.groups("books", "books_catalog") | users,
+        selection=dg.AssetSelection.groups("books_corpus", "books_catalog") | users,
         resources={**default_resources(), "books_storage": storage, "users": UsersResource(count=8)},
         partition_key="books-sample",
     )
@@ -187,7 +191,7 @@ def test_every_asset_is_partitioned_by_its_domains_releases():
     from suber_data.releases import releases
 
     graph = defs.resolve_asset_graph()
-    for job, domain in {"movie_corpus": "movies", "build_all": "movies", "books_build_all": "books"}.items():
+    for job, domain in {"movies_corpus": "movies", "movies_build_all": "movies", "books_build_all": "books"}.items():
         keys = set(defs.resolve_job_def(job).asset_layer.executable_asset_keys)
         parents = {p for k in keys for p in graph.get(k).parent_keys}
         # one release per run: no job asks for the description shards' release x shard partitions
@@ -198,7 +202,7 @@ def test_every_asset_is_partitioned_by_its_domains_releases():
     assert graph.get(dg.AssetKey("catalog")).parent_keys == movies
     # a check's result belongs to one release too
     assert all(graph.get_check_spec(key).partitions_def is not None for key in graph.asset_check_keys)
-    shards = defs.resolve_job_def("description_shards").partitions_def
+    shards = defs.resolve_job_def("movies_description_shards").partitions_def
     assert len(shards.get_partition_keys()) == 100 * len(releases("movies"))
     assert "ml-1m|7" in {str(key) for key in shards.get_partition_keys()}
 

@@ -118,7 +118,7 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
 
         # "Materialize all" on the corpus job asks for the release: none picked to start with (no backfill of
         # every release by accident), and nothing about the description shards' partitions
-        _page_text(page, "/locations/suber-data/jobs/movie_corpus", base)
+        _page_text(page, "/locations/suber-data/jobs/movies_corpus", base)
         page.get_by_role("button", name="Materialize all").click()
         time.sleep(3)
         dialog = page.locator(".bp5-dialog")
@@ -136,12 +136,12 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
         page.keyboard.press("Escape")
         time.sleep(1)
         assert "1 partition" in dialog.inner_text()
-        page.screenshot(path=shots / "launch_movie_corpus.png")
+        page.screenshot(path=shots / "launch_movies_corpus.png")
         dialog.get_by_role("button", name="Launch 1 run").click()
         books_run = launch_job(base, "books_corpus", partition="books-sample")
         time.sleep(5)
         runs = graphql(
-            base, '{ runsOrError(filter: {pipelineName: "movie_corpus"}) { ... on Runs { results { runId } } } }'
+            base, '{ runsOrError(filter: {pipelineName: "movies_corpus"}) { ... on Runs { results { runId } } } }'
         )["runsOrError"]["results"]
         assert len(runs) == 1, runs
         movie_run = runs[0]["runId"]
@@ -168,7 +168,15 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
 
         # an asset: kinds, row count and the column schema from the artifact contract
         asset = _page_text(page, "/assets/items", base)
-        for shown in ("DuckDB", "Parquet", "Row count", "item_id", "Dense item index 0..n-1", "movie_corpus", "sample"):
+        for shown in (
+            "DuckDB",
+            "Parquet",
+            "Row count",
+            "item_id",
+            "Dense item index 0..n-1",
+            "movies_corpus",
+            "sample",
+        ):
             assert shown in asset, shown
         page.screenshot(path=shots / "asset_items.png")
 
@@ -203,15 +211,15 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
         books = _page_text(page, "/assets/books/items", base)
         assert "Row count" in books and "book_id" in books
         run = _page_text(page, f"/runs/{movie_run}", base, settle=5)
-        assert 'Finished execution of run for "movie_corpus"' in run, run[-2000:]
-        page.screenshot(path=shots / "run_movie_corpus.png")
+        assert 'Finished execution of run for "movies_corpus"' in run, run[-2000:]
+        page.screenshot(path=shots / "run_movies_corpus.png")
         browser.close()
     taken = {p.name for p in shots.glob("*.png") if p.stat().st_size > 10_000}
     assert {
         "lineage.png",
         "asset_items.png",
-        "launch_movie_corpus.png",
+        "launch_movies_corpus.png",
         "asset_items_plots.png",
         "asset_items_checks.png",
-        "run_movie_corpus.png",
+        "run_movies_corpus.png",
     } <= taken

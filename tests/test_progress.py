@@ -7,7 +7,7 @@ import dagster as dg
 from rich.console import Console
 from typer.testing import CliRunner
 
-from suber_data.cli import main
+from suber_data.cli import console as ui
 from suber_data.cli.main import app
 from suber_data.cli.progress import BuildProgress
 from suber_data.pipelines.descriptions import assets as description_assets
@@ -95,7 +95,7 @@ def test_cli_build_draws_progress_bars_on_a_terminal(tmp_path, monkeypatch):
     monkeypatch.setenv("SUBER_DATA_OFFLINE", "1")
     monkeypatch.setenv("SUBER_DATA_CACHE", str(tmp_path / "cache"))
     terminal = Console(file=io.StringIO(), force_terminal=True, width=140, color_system=None)
-    monkeypatch.setattr(main, "console", terminal)  # stderr as a terminal: the bars are drawn live
+    monkeypatch.setattr(ui, "console", terminal)  # stderr as a terminal: the bars are drawn live
     args = ["build", "movies", "--release", "sample", "--users", "8", "--llm", "template"]
     built = CliRunner().invoke(app, [*args, "--embedding-model", "minilm", "--data-dir", str(tmp_path / "data")])
     assert built.exit_code == 0, built.output

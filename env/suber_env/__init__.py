@@ -31,11 +31,17 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-for _id, _domain in (("suber_env/Movies-v0", "movies"), ("suber_env/Books-v0", "books")):
+# Items-v0 opens any dataset (its manifest says the domain, nouns and scale); Movies-v0 and Books-v0 also check
+# that the folder is of their domain.
+for _id, _kwargs in (
+    ("suber_env/Items-v0", {}),
+    ("suber_env/Movies-v0", {"domain": "movies"}),
+    ("suber_env/Books-v0", {"domain": "books"}),
+):
     if _id not in gym.registry:
         gym.register(
             _id,
             entry_point="suber_env.env:SuberEnv",
             vector_entry_point="suber_env.env:SuberVectorEnv",
-            kwargs={"domain": _domain},
+            kwargs=_kwargs,
         )

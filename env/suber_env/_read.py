@@ -171,17 +171,17 @@ def item_genres(items: pa.Table) -> tuple[list[str], list[list[str]], np.ndarray
     return vocab, lists, multi_hot(col, {g: i for i, g in enumerate(vocab)}, n)
 
 
-def item_people(items: pa.Table, domain: str) -> tuple[np.ndarray, list[list[str]], np.ndarray]:
-    """Actors (movies) or authors (books) as codes (n, P) for the Dice similarity and as prompt texts,
-    and the director's code (-1 unknown)."""
+def item_people(items: pa.Table) -> tuple[np.ndarray, list[list[str]], np.ndarray]:
+    """Actors (an ``actors`` column: movies) or authors (``authors``: books) as codes (n, P) for the Dice
+    similarity and as prompt texts, and the director's code (-1 unknown); none when the items have neither."""
     n = items.num_rows
-    if domain == "movies" and _column(items, "actors") is not None:
+    if _column(items, "actors") is not None:
         flat = _lists(items["actors"]).flatten()
         offs = _lists(items["actors"]).offsets.to_numpy()
         names = flat.field("name").to_pylist()
         sex = [{"M": "M", "F": "F"}.get(g, "?") for g in flat.field("gender").to_pylist()]
         text = [[f"{names[j]} ({sex[j]})" for j in range(a, b)] for a, b in zip(offs[:-1], offs[1:], strict=True)]
-    elif domain == "books" and _column(items, "authors") is not None:
+    elif _column(items, "authors") is not None:
         names = _lists(items["authors"]).flatten().to_pylist()
         offs = _lists(items["authors"]).offsets.to_numpy()
         text = [[names[j] for j in range(a, b)] for a, b in zip(offs[:-1], offs[1:], strict=True)]

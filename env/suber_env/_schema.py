@@ -38,6 +38,27 @@ BOOK_ITEM_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "vote_average": (pa.float32(), False),
 }
 
+# items.parquet of a corpus described by a file (suber-data build corpus): the core columns only.
+ITEM_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "item_id": (pa.int32(), True),
+    "title": (pa.string(), True),
+    "year": (pa.int16(), False),
+    "overview": (pa.string(), False),
+    "genres": (pa.list_(pa.string()), False),
+    "vote_average": (pa.float32(), False),
+}
+# The columns each prompt family reads (a dataset's manifest terms.prompts).
+COLUMNS_BY_FAMILY = {"movies": MOVIE_ITEM_COLUMNS, "books": BOOK_ITEM_COLUMNS, "items": ITEM_COLUMNS}
+
+# The terms of the two built-in families, for datasets built before manifests recorded them (suber-data writes
+# the same values; suber_data/movies/corpus.py and suber_data/books/corpus.py: TERMS).
+FAMILY_TERMS = {
+    "movies": {"nouns": {"item": "film", "items": "films", "category": "genre", "categories": "genres"},
+               "prompts": "movies", "rater_scale": "0-9", "vote": {"min": 0.0, "max": 10.0, "fill": 6.53}},
+    "books": {"nouns": {"item": "book", "items": "books", "category": "category", "categories": "categories"},
+              "prompts": "books", "rater_scale": "1-5", "vote": {"min": 1.0, "max": 5.0, "fill": 4.21}},
+}  # fmt: skip
+
 USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "user_id": (pa.int32(), True),
     "first_name": (pa.string(), True),

@@ -410,7 +410,7 @@ def feature_similarity(ds, query: np.ndarray, cands: np.ndarray) -> np.ndarray:
     v = 1.0 - np.abs(ds.vote[cands_c] - ds.vote[query][:, None]) / 10.0
     dq = ds.director[query][:, None]
     d = ((ds.director[cands_c] == dq) & (dq >= 0)).astype(np.float64)
-    if ds.domain == "books":
+    if "director" not in ds.items.column_names:  # books and described corpora: no director to share
         return (g + p + v) / 3.0
     return (g + p + v + d) / 4.0
 

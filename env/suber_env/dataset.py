@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from . import _read
 from ._read import DatasetError
-from ._schema import BOOK_ITEM_COLUMNS, MOVIE_ITEM_COLUMNS
+from ._schema import COLUMNS_BY_FAMILY, FAMILY_TERMS
 from .core import SourceScale
 
 __all__ = ["Dataset", "DatasetError", "load_dataset"]
@@ -65,6 +65,28 @@ class Dataset:
     history_offsets: np.ndarray | None = None
     history_items: np.ndarray | None = None
     history_ratings: np.ndarray | None = None
+    # What the domain is called and how it is rated, from the manifest (terms): nouns, prompt family, scale
+    terms: dict = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        """The rater prompt family (templates/<family>.toml): movies, books or items."""
+        return self.terms["prompts"]
+
+    @property
+    def rater_scale(self) -> str:
+        """The scale a rater answers on when none is named (SUBER: 0-9 for movies, 1-5 for books)."""
+        return self.terms["rater_scale"]
+
+    @property
+    def nouns(self) -> dict:
+        return self.terms["nouns"]
+
+    @property
+    def vote_range(self) -> tuple[float, float]:
+        """(top of the items' vote scale, the vote assumed where an item has none)."""
+        vote = self.terms["vote"]
+        return float(vote["max"]), float(vote.get("fill", (vote["min"] + vote["max"]) / 2))
 
     def history(self, user: int) -> tuple[np.ndarray, np.ndarray]:
         """User row ``user``'s history (items, ratings on the source scale), oldest first; empty for synthetic users."""
@@ -130,8 +152,9 @@ class Dataset:
 def load_dataset(path: str | Path, domain: str | None = None, verify: bool = True) -> Dataset:
     """Read a dataset folder through its manifest and schema.
 
-    ``domain`` is "movies" or "books"; by default it is read from the manifest (``domain`` or the
-    folder's parent name), falling back to "movies". Users, descriptions and embeddings are optional;
+    ``domain`` (movies, books, or a described corpus' name) is read from the manifest by default; asking for one
+    checks it. What the domain is called and how it is rated (``Dataset.terms``) comes from the manifest's
+    ``terms``, never from the name. Users, descriptions and embeddings are optional;
     :meth:`Dataset.require` names what is missing when a feature needs it. Users without a description
     are kept (the oracle rates them); a ``UserWarning`` says how many, and ``Dataset.described_users``
     lists the others, the only users raters that read descriptions are offered.
@@ -140,19 +163,16 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
     if not root.is_dir():
         raise DatasetError(f"{root}: not a folder; pass the dataset folder (for example data/movies/sample)")
     manifest = _read.read_manifest(root, verify)
-    built_as = manifest.get("domain")
-    if domain is not None and built_as is not None and domain != built_as:
+    built_as = manifest.get("domain") or root.parent.name
+    if domain is not None and domain != built_as:
         raise DatasetError(
             f"{root / 'manifest.json'}: field 'domain' is {built_as!r}, but a {domain} dataset was asked for; "
-            f"open it as {built_as} (suber_env/{built_as.capitalize()}-v0) or pass a {domain} folder"
+            f"open it as {built_as} ({_env_id(built_as)}) or pass a {domain} folder"
         )
-    if domain is None:
-        domain = built_as or ("books" if root.parent.name == "books" else "movies")
-    if domain not in ("movies", "books"):
-        raise DatasetError(f"{root}: domain {domain!r} is not 'movies' or 'books'")
-    items = _read.read_items(root, MOVIE_ITEM_COLUMNS if domain == "movies" else BOOK_ITEM_COLUMNS)
+    domain, terms = built_as, _terms(root, manifest, built_as)
+    items = _read.read_items(root, COLUMNS_BY_FAMILY[terms["prompts"]])
     vocab, genre_lists, genres = _read.item_genres(items)
-    people, people_text, director = _read.item_people(items, domain)
+    people, people_text, director = _read.item_people(items)
     ds = Dataset(
         path=root,
         domain=domain,
@@ -165,6 +185,7 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
         people=people,
         people_text=people_text,
         director=director,
+        terms=terms,
         **_read.item_scalars(items),
     )
     present = {part: (root / file).exists() for part, file in _FILES.items()}
@@ -183,6 +204,25 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
     scale = _read.read_source_scale(root, manifest)
     ds.source_scale = SourceScale.from_record(scale) if scale else None
     return ds
+
+
+def _env_id(domain: str) -> str:
+    """The registered environment of ``domain`` (suber_env/Movies-v0, ...), else the one for any domain."""
+    import gymnasium as gym
+
+    own = f"suber_env/{domain.capitalize()}-v0"
+    return own if own in gym.registry else "suber_env/Items-v0"
+
+
+def _terms(root: Path, manifest: dict, domain: str) -> dict:
+    """The manifest's terms; the built-in family's for a dataset built before manifests recorded them."""
+    terms = manifest.get("terms") or FAMILY_TERMS.get(domain)
+    if not terms or terms.get("prompts") not in COLUMNS_BY_FAMILY:
+        raise DatasetError(
+            f"{root / 'manifest.json'}: field 'terms' (nouns, prompt family, rater scale) is missing or names no "
+            f"known prompt family ({', '.join(COLUMNS_BY_FAMILY)}); rebuild the dataset with suber-data"
+        )
+    return terms
 
 
 def _attach_descriptions(ds: Dataset, descriptions: list[str | None]) -> None:

@@ -15,7 +15,6 @@ from gymnasium.vector.utils import batch_space
 
 from .config import EnvConfig
 from .core import (
-    DOMAIN_SCALES,
     STREAM_RATING,
     STREAM_TERMINATE,
     Memory,
@@ -30,8 +29,6 @@ from .core import (
 from .dataset import Dataset, DatasetError, load_dataset
 from .raters import Rater, Requests, make_rater
 
-DEFAULT_SCALE = DOMAIN_SCALES
-
 
 def _draw_episode(rng: np.random.Generator, pool: np.ndarray) -> tuple[int, int]:
     """One draw per episode from the env's generator: (random user of the pool, 63-bit key of the
@@ -45,7 +42,8 @@ def _as_dataset(dataset, domain: str | None) -> Dataset:
         if domain is not None and dataset.domain != domain:
             raise DatasetError(
                 f"{dataset.path}: a {dataset.domain} dataset, but this environment is for {domain}; "
-                f"use suber_env/{dataset.domain.capitalize()}-v0 or a {domain} dataset folder"
+                f"use suber_env/{dataset.domain.capitalize()}-v0 (suber_env/Items-v0 for any domain) or a {domain} "
+                "dataset folder"
             )
         return dataset
     if dataset is None:
@@ -204,7 +202,7 @@ def _build(dataset, domain, rater, rater_kwargs, n, config: EnvConfig | None, op
     config = (config or EnvConfig()).with_options(options)
     if isinstance(rater, str):
         kw = dict(rater_kwargs or {})
-        kw.setdefault("scale", DEFAULT_SCALE[ds.domain])
+        kw.setdefault("scale", ds.rater_scale)
         rater = make_rater(rater, ds, **kw)
     return _Core(ds, rater, n, config)
 

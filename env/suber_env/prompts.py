@@ -1,4 +1,5 @@
-"""Rater prompts from the package's template files (templates/movies.toml, templates/books.toml)."""
+"""Rater prompts from the package's template files (templates/movies.toml, books.toml, and items.toml: any
+described corpus, its nouns filled in from the dataset's terms)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,14 @@ from importlib import resources
 from .core import Scale
 
 
-def load_template(domain: str) -> dict:
-    text = resources.files("suber_env").joinpath("templates", f"{domain}.toml").read_text(encoding="utf-8")
+def load_template(family: str, nouns: dict | None = None) -> dict:
+    """The prompt family's template (a dataset's terms.prompts); ``nouns`` fill its @item@-style words."""
+    text = resources.files("suber_env").joinpath("templates", f"{family}.toml").read_text(encoding="utf-8")
+    for key, word in (nouns or {}).items():
+        text = text.replace(f"@{key}@", word.replace('"', "'"))
+    if nouns:
+        article = "an" if nouns.get("item", "x")[:1].lower() in "aeiou" else "a"
+        text = text.replace("@a_item@", f"{article} {nouns.get('item', 'item')}")
     t = tomllib.loads(text)
     t["_hash"] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return t
@@ -38,11 +45,13 @@ class PromptBuilder:
     """Renders the conversation for one rating request: system, worked examples, the query, the
     assistant's answer prefix. The persona comes first in the query so a user's prefix is shared."""
 
-    def __init__(self, domain: str, scale: Scale, shots: int = 2, template: dict | None = None):
+    def __init__(
+        self, family: str, scale: Scale, shots: int = 2, template: dict | None = None, nouns: dict | None = None
+    ):
         if shots not in (0, 1, 2):
             raise ValueError(f"shots must be 0, 1 or 2, got {shots}")
-        self.domain, self.scale, self.shots = domain, scale, shots
-        self.t = template or load_template(domain)
+        self.domain, self.scale, self.shots = family, scale, shots
+        self.t = template or load_template(family, nouns)
         self.fmt = {"scale": scale.text, "low": scale.low, "high": scale.high}
 
     @property

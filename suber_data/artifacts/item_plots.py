@@ -36,6 +36,7 @@ VOTES = {
 }
 NOUNS = {"movies": ("genre", "movies"), "books": ("category", "books")}
 PLURAL = {"genre": "genres", "category": "categories"}
+YEAR_LABELS = {"movies": "year of release", "books": "year of publication"}
 
 
 def genre_counts(genres: pa.ChunkedArray | pa.Array) -> list[tuple[str, int]]:
@@ -89,7 +90,7 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
 
 def vote_source(table: pa.Table, domain: str) -> str:
     """Which votes the plot shows (a key of VOTES): the domain's, or MovieLens' for movies without TMDB votes."""
-    if domain == "movies" and not np.isfinite(_column(table, "vote_average")).any():
+    if "ml_rating_mean" in table.column_names and not np.isfinite(_column(table, "vote_average")).any():
         return "movielens"
     return domain
 
@@ -151,7 +152,7 @@ def plot_years(table: pa.Table, domain: str, path: str | Path) -> Path:
         width = max(1, math.ceil((last - first + 1) / 60))  # at most ~60 bars
         edges = np.arange(first - first % width, last + width + 1, width)
         ax.hist(known, bins=edges, color=GREEN, alpha=0.85)
-        ax.set_xlabel("year of release" if domain == "movies" else "year of publication")
+        ax.set_xlabel(YEAR_LABELS.get(domain, "year"))
         ax.set_ylabel(f"{items} per {width} years" if width > 1 else f"{items} per year")
         ax.set_xlim(edges[0], edges[-1])
         whole_numbers(ax)
@@ -211,7 +212,7 @@ def plot_coverage(items_path: Path, domain: str, path: str | Path, counts: dict[
     shares = coverage(items_path)
     rows = pq.read_metadata(items_path).num_rows
     tmdb = bool((counts or {}).get("tmdb_enabled", False))
-    movies = domain == "movies" and tmdb  # the TMDB join's panel; without TMDB there is no join to show
+    movies = tmdb  # the TMDB join's panel (its counts say the domain has one); without TMDB there is no join
     fig, axes = figure(1, 2 if movies else 1, size=(12 if movies else 7, max(3.8, 0.28 * len(shares) + 1.4)))
     ax = axes[0, 0]
     y = np.arange(len(shares))
@@ -226,7 +227,7 @@ def plot_coverage(items_path: Path, domain: str, path: str | Path, counts: dict[
     ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
     ax.set_xticklabels(["0", "25%", "50%", "75%", "100%"])
     ax.set_xlabel(f"share of {items} with a value")
-    without = ", built without TMDB" if domain == "movies" and not tmdb else ""
+    without = ", built without TMDB" if "tmdb_enabled" in (counts or {}) and not tmdb else ""
     ax.set_title(f"column coverage ({rows:,} {items}{without})")
     ax.axvline(1.0, color=GREY, lw=0.5)
     if movies:
@@ -234,11 +235,24 @@ def plot_coverage(items_path: Path, domain: str, path: str | Path, counts: dict[
     return save(fig, path)
 
 
-def plot_items(dataset_dir: str | Path, domain: str, counts: dict[str, Any] | None = None) -> dict[str, Path]:
+def describe_domain(domain: str, terms: dict[str, Any]) -> None:
+    """Name a described corpus' nouns and vote scale for the plots (the manifest's ``terms``)."""
+    nouns, vote = terms["nouns"], terms["vote"]
+    NOUNS[domain] = (nouns["category"], nouns["items"])
+    PLURAL.setdefault(nouns["category"], nouns["categories"])
+    label = f"mean rating ({vote['min']:g}-{vote['max']:g})"
+    VOTES[domain] = ("vote_average", "vote_count", float(vote["min"]), float(vote["max"]), label, "the source")
+
+
+def plot_items(
+    dataset_dir: str | Path, domain: str, counts: dict[str, Any] | None = None, terms: dict[str, Any] | None = None
+) -> dict[str, Path]:
     """Write the items plots of ``dataset_dir/items.parquet`` beside it; returns name -> path (manifest order).
 
     ``counts``: the items step's counts (movies: the release's movies and the TMDB join's drops, and
-    ``tmdb_enabled``)."""
+    ``tmdb_enabled``). ``terms``: a described corpus' nouns and vote scale (suber_data/corpus)."""
+    if terms is not None:
+        describe_domain(domain, terms)
     folder = Path(dataset_dir)
     source = folder / "items.parquet"
     wanted = ["genres", "year", *{c for v in VOTES.values() for c in v[:2]}]

@@ -17,7 +17,7 @@ PARQUET_KEY = b"suber.rating_scale"
 
 @dataclass(frozen=True)
 class RatingScale:
-    """Allowed values min, min + step, ..., max (the source's own bins)."""
+    """Allowed values min, min + step, ..., max (the source's own bins); ``step`` 0: any value in min..max."""
 
     name: str  # "whole stars 1-5", "half stars 0.5-5"
     min: float
@@ -26,6 +26,8 @@ class RatingScale:
 
     @property
     def values(self) -> list[float]:
+        if self.step == 0:  # continuous: no bins
+            return []
         n = int(round((self.max - self.min) / self.step)) + 1
         return [round(self.min + i * self.step, 6) for i in range(n)]
 
@@ -51,11 +53,12 @@ def scale_problems(ratings: Path, scale: RatingScale, column: str = "rating") ->
     """Why ``ratings`` does not fit ``scale``: no rows, a single distinct value (nothing to learn a taste from),
     or values off the scale's bins. Empty when it fits."""
     src = str(ratings).replace("'", "''")
+    step = scale.step or 1.0  # continuous: the bin test below always passes (range only)
+    binned = f"abs(({column} - {scale.min}) / {step} - round(({column} - {scale.min}) / {step})) > 1e-4 OR "
     n, distinct, low, high, off = duck.one(
         f"SELECT count(*), count(DISTINCT {column}), min({column}), max({column}), "
-        f"count(*) FILTER (WHERE abs(({column} - {scale.min}) / {scale.step} - "
-        f"round(({column} - {scale.min}) / {scale.step})) > 1e-4 "
-        f"OR {column} < {scale.min} - 1e-6 OR {column} > {scale.max} + 1e-6) "
+        f"count(*) FILTER (WHERE {binned if scale.step else ''}"
+        f"{column} < {scale.min} - 1e-6 OR {column} > {scale.max} + 1e-6) "
         f"FROM read_parquet('{src}')"
     )
     if n == 0:

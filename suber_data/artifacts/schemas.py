@@ -299,3 +299,41 @@ BOOK_RATINGS = described(
     rating="Review score, 1-5",
     timestamp="When the review was written (UTC); null where the source has none",
 )
+
+# -- a described corpus (suber_data/corpus: any domain a TOML file describes) ------------------------------
+CORPUS_ITEMS = described(
+    pa.schema(
+        [
+            pa.field("item_id", pa.int32(), nullable=False),
+            pa.field("source_id", pa.string(), nullable=False),  # the source's own item id, verbatim
+            pa.field("title", pa.string(), nullable=False),
+            pa.field("overview", pa.string()),  # the described text columns, joined
+            pa.field("genres", pa.list_(pa.string())),  # the categories, lower-case
+            pa.field("year", pa.int16()),
+            pa.field("vote_average", pa.float32()),
+            pa.field("vote_count", pa.int32()),
+            pa.field("popularity", pa.float32()),
+        ]
+    ),
+    source_id="The item's id in the source file, as text",
+    overview="The text columns the corpus description names, joined ('Column: value.'); null when none",
+    genres="Categories, lower-case (the corpus description says which column and how they are written)",
+    year="Year (null where the corpus has none)",
+    vote_average="Mean rating at the source (its column, else the mean of ratings.parquet), on the ratings' scale",
+    vote_count="Number of ratings (the source's column, else counted in ratings.parquet)",
+    popularity="The source's popularity figure (null where it has none)",
+)
+
+CORPUS_RATINGS = described(
+    pa.schema(
+        [
+            pa.field("source_user_id", pa.string(), nullable=False),
+            pa.field("item_id", pa.int32(), nullable=False),
+            pa.field("rating", pa.float32(), nullable=False),
+            pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        ]
+    ),
+    source_user_id="The source's user id, as text: a real person, not a users.user_id",
+    rating="The source's rating, on the scale recorded in the file's metadata (special values dropped)",
+    timestamp="When the rating was given (UTC); null where the source has no time",
+)

@@ -17,6 +17,7 @@ from suber_data.artifacts.catalog import build_dataset_catalog
 from suber_data.artifacts.scale import WHOLE_STARS
 from suber_data.artifacts.schemas import BOOK_ITEMS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepResult, cache_step_done, cache_work_dir
+from suber_data.artifacts.terms import terms
 from suber_data.books.amazon2023 import BOOKS as BOOKS_2023
 from suber_data.books.amazon2023 import META, REVIEWS
 from suber_data.books.kaggle import BOOK_COLUMNS, FIX, RATING_COLUMNS, check_columns
@@ -27,6 +28,18 @@ from suber_data.sources.kaggle import fetch_kaggle
 
 BOOKS_FILE = "books_data.csv"
 RATINGS_FILE = "Books_rating.csv"
+
+# What the later steps and the env read about books (suber_data/artifacts/terms.py): categories counted from the
+# corpus as SUBER counts them (more than 100 books, else SUBER's packaged 65), SUBER's book prompts, 1-5 stars.
+TERMS = terms(
+    {"item": "book", "items": "books", "category": "category", "categories": "categories", "consumed": "read",
+     "person": "person"},
+    {"prior": "items", "min_items": 100, "fallback": "asset:users/book_category_prior.csv"},
+    descriptions="books",
+    prompts="books",
+    rater_scale="1-5",
+    vote={"min": 1.0, "max": 5.0, "fill": 4.21},
+)  # fmt: skip
 
 SAMPLE = register(
     Release(
@@ -158,7 +171,9 @@ def build_items_and_ratings(
         inputs, table_profile = (Path(done["files"]["meta"]), Path(done["files"]["reviews"])), "amazon2023"
     else:
         inputs, table_profile = (kaggle.path / BOOKS_FILE, kaggle.path / RATINGS_FILE), profile
-    fp = fingerprint("book-items", SCHEMA_VERSION, str(BOOK_ITEMS), kaggle.fingerprint, profile, WHOLE_STARS.as_dict())
+    fp = fingerprint(
+        "book-items", SCHEMA_VERSION, str(BOOK_ITEMS), kaggle.fingerprint, profile, WHOLE_STARS.as_dict(), TERMS
+    )
     if step_is_current(dataset_dir, "items", fp) and step_is_current(dataset_dir, "ratings", fp):
         return StepResult("items", fp, True, read_manifest(dataset_dir)["steps"]["items"]["counts"], dataset_dir)
     counts = build_book_tables(*inputs, dataset_dir, table_profile)
@@ -180,7 +195,7 @@ def build_items_and_ratings(
         sources=sources,
         counts=counts,
         extra={"plots": {name: path.name for name, path in plots.items()}},
-        header={"domain": "books", "release": release_name},
+        header={"domain": "books", "release": release_name, "terms": TERMS},
     )
     record_step(
         dataset_dir,

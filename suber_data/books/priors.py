@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from suber_data import duck
-from suber_data.users.lists import Prior, book_category_prior
+from suber_data.users.lists import Prior, book_category_prior, counted_prior
 
 MIN_BOOKS = 100  # SUBER: a category enters the prior when MORE than this many books carry it
 
@@ -21,13 +18,4 @@ MIN_BOOKS = 100  # SUBER: a category enters the prior when MORE than this many b
 def category_prior(items_parquet: Path, min_books: int = MIN_BOOKS, min_categories: int = 1) -> Prior:
     """Book categories of ``items_parquet`` weighted by their number of books; the packaged prior when fewer
     than ``min_categories`` qualify. The prior's ``source`` is the file it was counted from."""
-    path = str(Path(items_parquet)).replace("'", "''")
-    rows = duck.rows(
-        f"""SELECT genre, count(*) AS n FROM (SELECT unnest(genres) AS genre FROM read_parquet('{path}'))
-            GROUP BY genre HAVING count(*) > ? ORDER BY n DESC, genre""",
-        [min_books],
-    )
-    if len(rows) < max(1, min_categories):
-        return book_category_prior()
-    names = np.array([r[0] for r in rows], dtype=object)
-    return Prior(names, np.array([float(r[1]) for r in rows]), "weight", str(items_parquet))
+    return counted_prior(items_parquet, min_books, min_categories, book_category_prior())

@@ -1,4 +1,4 @@
-"""``suber-data build movies|books`` (options, a TOML file with ``--config``, or both) and ``suber-data rebuild``."""
+"""``suber-data build movies|books|corpus`` (options, a TOML file with ``--config``, or both) and ``rebuild``."""
 
 from __future__ import annotations
 
@@ -84,10 +84,10 @@ EmbeddingModel = Annotated[
 
 
 def _cli():
-    """The command's consoles and error helpers, looked up when used (tests swap ``main.console``)."""
-    from suber_data.cli import main
+    """The command's consoles and error helpers (suber_data/cli/console.py), looked up when used."""
+    from suber_data.cli import console
 
-    return main
+    return console
 
 
 @build_app.command("movies")
@@ -166,6 +166,53 @@ def build_books(
     _build(ctx, "books", config, {**values, "no_tmdb": True}, verbose=verbose, as_json=as_json)
 
 
+@build_app.command("corpus")
+def build_corpus(
+    ctx: typer.Context,
+    config: Annotated[
+        Path,
+        typer.Option(
+            help="The corpus description (TOML; see examples/anime.toml and docs/corpus.md): its files, columns, "
+            "scale, nouns, tastes, and an optional [build] table of the settings below."
+        ),
+    ],
+    data_dir: DataDir = None,
+    only: OnlyStep = None,
+    users: Users = None,
+    seed: Seed = None,
+    profile: Annotated[
+        Profile | None, typer.Option(help="census (the default) or real (real people of the ratings as users).")
+    ] = None,
+    held_out: HeldOut = None,
+    min_history: MinHistory = None,
+    split: SplitBy = None,
+    llm: Llm = None,
+    model: Model = None,
+    llm_base_url: LlmBaseUrl = None,
+    embedding_model: EmbeddingModel = None,
+    ray: RayAddress = None,
+    verbose: Verbose = False,
+    as_json: AsJson = False,
+) -> None:
+    """Build a dataset of any corpus a TOML file describes: its items and ratings, optional users, descriptions,
+    embeddings; the same steps and checks as movies and books. The file is checked (keys, types, files, columns,
+    scale) before any step runs."""
+    values = {k: v for k, v in locals().items() if k not in ("ctx", "config", "verbose", "as_json")}
+    from suber_data.cli.rebuild import use_corpus
+    from suber_data.corpus import fetch_sources, load_spec
+
+    try:
+        if profile == Profile.suber:
+            raise SuberDataError("--profile suber: SUBER's sampler is defined on movies and books; use census or real")
+        spec = load_spec(config)
+        fetch_sources(spec)  # files, columns and the scale checked before any step (downloads land in the cache)
+        name = use_corpus(config)
+    except SuberDataError as exc:
+        _cli().command_failed(exc, verbose, as_json)
+    values.update(release=spec.release, no_tmdb=True, suber_lists=None)
+    _build(ctx, name, config, values, verbose=verbose, as_json=as_json, table="build", corpus=str(spec.path))
+
+
 def _typed(ctx: typer.Context, name: str) -> bool:
     """Whether the user typed this option. By the source's name: typer 0.2x carries its own copy of click,
     whose ParameterSource is not click's."""
@@ -173,14 +220,24 @@ def _typed(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _build(ctx: typer.Context, domain: str, config: Path | None, values: dict, *, verbose: bool, as_json: bool):
+def _build(
+    ctx: typer.Context,
+    domain: str,
+    config: Path | None,
+    values: dict,
+    *,
+    verbose: bool,
+    as_json: bool,
+    table: str | None = None,
+    corpus: str | None = None,
+):
     from suber_data.cli.config import load_build_file
     from suber_data.cli.run import BuildOptions
 
     origin: dict[str, str] = {}
     if config is not None:
         try:
-            found = load_build_file(config, domain)
+            found = load_build_file(config, tmdb_step="tmdb_rate" in values, table=table)
         except SuberDataError as exc:
             _cli().command_failed(exc, verbose, as_json)
         for key, value in found.items():  # the file fills what the command line left at its default
@@ -200,6 +257,7 @@ def _build(ctx: typer.Context, domain: str, config: Path | None, values: dict, *
         suber_lists=str(suber_lists) if suber_lists else None,
         split=str(split) if split else None,
         origin=origin,
+        corpus=corpus,
         **values,
     )
     run_checked(options, verbose, as_json)

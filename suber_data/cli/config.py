@@ -60,9 +60,10 @@ EXPECTED = {
 }
 
 
-def load_build_file(path: str | Path, domain: str) -> dict:
-    """The settings ``path`` holds, keyed by option field; a one-line SuberDataError naming the file, the key
-    and the fix when the file is missing, not TOML, or holds an unknown key or a value of the wrong type."""
+def load_build_file(path: str | Path, tmdb_step: bool = True, table: str | None = None) -> dict:
+    """The settings ``path`` holds (its ``[table]`` only, when given: a corpus description's ``[build]``), keyed
+    by option field; a one-line SuberDataError naming the file, the key and the fix when the file is missing,
+    not TOML, or holds an unknown key or a value of the wrong type. ``tmdb_step``: the domain has TMDB settings."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -72,21 +73,23 @@ def load_build_file(path: str | Path, domain: str) -> dict:
         raise SuberDataError(f"{path}: cannot read it ({exc}); pass a readable UTF-8 TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise SuberDataError(f"{path}: not valid TOML ({exc}); fix the syntax (https://toml.io)") from None
+    if table is not None:
+        raw = raw.get(table, {})
     try:
         settings = BuildFile.model_validate(raw)
     except ValidationError as exc:
-        raise SuberDataError(_first_error(path, exc)) from None
+        raise SuberDataError(_first_error(path, exc, table)) from None
     found = settings.model_dump(exclude_unset=True)
-    if domain != "movies":
+    if not tmdb_step:
         for key in MOVIES_ONLY:
             if key in found:
-                raise SuberDataError(f"{path}: key '{key}' is a movies setting ({domain} have no TMDB step); remove it")
+                raise SuberDataError(f"{path}: key '{key}' is a movies setting (no TMDB step here); remove it")
     return found
 
 
-def _first_error(path: Path, exc: ValidationError) -> str:
+def _first_error(path: Path, exc: ValidationError, table: str | None = None) -> str:
     error = exc.errors()[0]
-    key = ".".join(str(part) for part in error["loc"])
+    key = ".".join(str(part) for part in ([table] if table else []) + list(error["loc"]))
     value = error.get("input")
     if error["type"] == "extra_forbidden":
         known = list(BuildFile.model_fields)

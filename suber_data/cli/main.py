@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
 from suber_data import __version__, settings
+from suber_data.cli import console as ui
 from suber_data.cli.build import AsJson, Verbose, build_app, rebuild
 from suber_data.errors import SuberDataError
 
@@ -22,39 +22,15 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)
-out = Console()
 app.add_typer(build_app, name="build")
 app.command("rebuild")(rebuild)
-
-
-def fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # paths may hold [brackets]
-    raise typer.Exit(1)
 
 
 @app.callback(invoke_without_command=True)
 def _root(version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False) -> None:
     if version:
-        out.print(__version__)
+        ui.out.print(__version__)
         raise typer.Exit()
-
-
-def command_failed(exc: SuberDataError, verbose: bool, as_json: bool, details: str | None = None) -> None:
-    """One error line (and ``{"ok": false}`` with ``--json``); ``--verbose`` adds the details or the traceback."""
-    if verbose:
-        if details:
-            console.print(details, markup=False, highlight=False, soft_wrap=True)
-        else:
-            console.print_exception()
-    if as_json:
-        print_json({"ok": False, "error": str(exc)})
-    fail(str(exc))
-
-
-def print_json(value) -> None:
-    # plain print: Rich would wrap long strings at the terminal's width, which breaks the JSON
-    typer.echo(json.dumps(value, indent=2, default=str))
 
 
 @app.command("sources")
@@ -98,17 +74,17 @@ def sources(as_json: AsJson = False) -> None:
         )
     rows.sort(key=lambda row: row["name"])
     if as_json:
-        print_json(rows)
+        ui.print_json(rows)
         return
     title = f"Known releases (cache: {escape(str(settings.cache_dir()))})"
     longest = max((len(row["name"]) for row in rows), default=4)
-    if out.width < longest + 90:  # too narrow for a table: one block per release, the name whole on its own line
-        out.print(f"[bold]{title}[/]")
+    if ui.out.width < longest + 90:  # too narrow for a table: one block per release, the name whole on its own line
+        ui.out.print(f"[bold]{title}[/]")
         for row in rows:
             size = f"{row['size']:,} bytes" if row["size"] else "size ?"
             cached = "cached" if row["cached"] else "not cached"
-            out.print(f"[bold]{row['name']}[/]  {row['family']}, {size}, {row['checksum']}, {cached}")
-            out.print(Padding(escape(row["description"]), (0, 0, 0, 4)))
+            ui.out.print(f"[bold]{row['name']}[/]  {row['family']}, {size}, {row['checksum']}, {cached}")
+            ui.out.print(Padding(escape(row["description"]), (0, 0, 0, 4)))
         return
     table = Table(title=title)
     table.add_column("name", no_wrap=True, min_width=longest)  # what users type: never cut
@@ -119,7 +95,7 @@ def sources(as_json: AsJson = False) -> None:
         size = f"{row['size']:,}" if row["size"] else "?"
         cached = "yes" if row["cached"] else "no"
         table.add_row(row["name"], row["family"], size, row["checksum"], cached, escape(row["description"]))
-    out.print(table)
+    ui.out.print(table)
 
 
 @app.command("info")
@@ -138,17 +114,17 @@ def info(
     try:
         manifest = read_manifest(path)
     except SuberDataError as exc:
-        fail(str(exc))
+        ui.fail(str(exc))
     if not manifest:
-        fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies` or `build books`")
+        ui.fail(f"{path}: no manifest.json here; build a dataset with `suber-data build movies` or `build books`")
     # without --verify the cache of checksums still catches a file rewritten since it was hashed
     problems = table_problems(path, verify=verify)
     if as_json:
-        print_json({"path": str(path), "ok": not problems, "problems": problems, **manifest})
+        ui.print_json({"path": str(path), "ok": not problems, "problems": problems, **manifest})
         if problems:
             raise typer.Exit(1)
         return
-    out.print(
+    ui.out.print(
         f"[bold]{path}[/]  {manifest.get('domain', '?')}/{manifest.get('release', '?')}  "
         f"schema v{manifest.get('schema_version')}  tool {manifest.get('tool', {}).get('version')}  "
         f"updated {manifest.get('updated_at')}"
@@ -158,7 +134,7 @@ def info(
         tables.add_column(column)
     for name, entry in manifest.get("tables", {}).items():
         tables.add_row(name, f"{entry['rows']:,}", f"{entry['bytes']:,}", entry.get("step", ""))
-    out.print(tables)
+    ui.out.print(tables)
     steps = Table(title="steps")
     steps.add_column("step", no_wrap=True)
     steps.add_column("built at", no_wrap=True)
@@ -166,22 +142,22 @@ def info(
     for name, section in manifest.get("steps", {}).items():
         details = {**(section.get("counts") or {}), **(section.get("settings") or {})}
         steps.add_row(name, section.get("built_at", ""), escape(_pairs(details)))
-    out.print(steps)
+    ui.out.print(steps)
     if manifest.get("sources"):
         src = Table(title="sources")
         for column in ("file", "url", "size", "sha256"):
             src.add_column(column, overflow="fold")  # a URL is copied: folded whole, never cut
         for name, entry in manifest["sources"].items():
             src.add_row(name, entry.get("url", ""), f"{entry.get('size') or '?'}", (entry.get("sha256") or "")[:16])
-        out.print(src)
+        ui.out.print(src)
     if problems:
         _info_problems(path, problems)
 
 
 def _info_problems(path: Path, problems: list[str]) -> None:
     for problem in problems:
-        console.print(f"[bold red]error:[/] {escape(problem)}", soft_wrap=True)
-    fail(
+        ui.console.print(f"[bold red]error:[/] {escape(problem)}", soft_wrap=True)
+    ui.fail(
         f"{path}: {len(problems)} file(s) not as manifest.json recorded them; run the same `suber-data build` again "
         f"(or `suber-data rebuild {path}`): it rebuilds them"
     )
@@ -209,21 +185,21 @@ def publish(
             path, repo_id, private=private, revision=revision, create_pr=create_pr, message=message, dry_run=dry_run
         )
     except SuberDataError as exc:
-        command_failed(exc, verbose, as_json)
+        ui.command_failed(exc, verbose, as_json)
     if as_json:
-        print_json(report)
+        ui.print_json(report)
         return
     size = f"{len(report['files'])} files, {report['bytes']:,} bytes"
     if dry_run:
-        out.print(f"would publish {escape(str(path))} ({size}; card {report['card']}):", soft_wrap=True)
+        ui.out.print(f"would publish {escape(str(path))} ({size}; card {report['card']}):", soft_wrap=True)
         for name in report["files"]:
-            out.print(f"  {escape(name)}")
+            ui.out.print(f"  {escape(name)}")
     else:
         # soft_wrap: URLs stay whole, to be copied
-        out.print(
+        ui.out.print(
             f"published {escape(str(path))} to {escape(report['url'])} ({size}; card {report['card']})", soft_wrap=True
         )
-        out.print(f"commit: {escape(report['pr_url'] or report['commit_url'])}", soft_wrap=True)
+        ui.out.print(f"commit: {escape(report['pr_url'] or report['commit_url'])}", soft_wrap=True)
 
 
 def _pairs(values: dict) -> str:
@@ -267,12 +243,12 @@ def export_cmd(
     try:
         written = export(fmt.value, path, out_dir)
     except SuberDataError as exc:
-        fail(str(exc))
+        ui.fail(str(exc))
     if as_json:
-        print_json({"ok": True, "format": fmt.value, "out": str(out_dir), "files": written})
+        ui.print_json({"ok": True, "format": fmt.value, "out": str(out_dir), "files": written})
         return
     for name, rows in written.items():
-        out.print(f"{escape(str(out_dir / name))}: {rows:,} rows", soft_wrap=True)
+        ui.out.print(f"{escape(str(out_dir / name))}: {rows:,} rows", soft_wrap=True)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -291,7 +267,7 @@ def main() -> None:
         app()
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, _Terminated)
-        console.print(f"interrupted ({'SIGTERM' if terminated else 'SIGINT'}); run the same command again to resume")
+        ui.console.print(f"interrupted ({'SIGTERM' if terminated else 'SIGINT'}); run the same command again to resume")
         sys.exit(143 if terminated else 130)
 
 

@@ -33,10 +33,10 @@ def options_from_manifest(
     if not manifest:
         raise SuberDataError(f"{folder}: no {MANIFEST} here; pass a dataset folder that `suber-data build` wrote")
     domain, release, steps = manifest.get("domain"), manifest.get("release"), manifest.get("steps") or {}
-    if domain not in ("movies", "books") or not release or "items" not in steps:
+    if not domain or not release or "items" not in steps:
         raise SuberDataError(
             f"{where}: no domain, release or items step recorded; this folder cannot be rebuilt from its manifest, "
-            "build it with `suber-data build movies|books`"
+            "build it with `suber-data build movies|books|corpus`"
         )
     if data_dir is None:  # in place: the folder must sit where a build writes it, <data-dir>/<domain>/<release>
         resolved = folder.resolve()
@@ -60,11 +60,15 @@ def options_from_manifest(
     recorded: dict[str, dict] = {}
     options = BuildOptions(domain=domain, release=release, data_dir=data_dir, ray=ray)
     items = settings("items")
-    if domain == "movies":
-        options.tmdb = bool(items.get("tmdb", True))
-        if "tmdb_language" in items:
-            recorded["tmdb"] = {"language": items["tmdb_language"]}
-    elif "profile" in items:
+    # the items step's own settings say which corpus options it had: TMDB (movies), a filter profile (books),
+    # or the corpus description it was built from (a described corpus, added to the graph here)
+    if "config" in items:
+        options.corpus = items["config"]
+        use_corpus(items["config"], domain)
+    options.tmdb = bool(items.get("tmdb", True))
+    if "tmdb_language" in items:
+        recorded["tmdb"] = {"language": items["tmdb_language"]}
+    if "profile" in items:
         recorded["books"] = {"profile": items["profile"]}
     if "users" in steps:
         users = {k: v for k, v in settings("users", "count").items() if k in UsersResource.model_fields}
@@ -84,6 +88,18 @@ def options_from_manifest(
     # an error in a value read here names the manifest (validate.shown)
     options.origin = {f: where for f in ("release", "users", "suber_lists", "llm", "model", "embedding_model")}
     return options, manifest
+
+
+def use_corpus(config: str | Path, domain: str | None = None) -> str:
+    """Read a corpus description and put its domain in the graph; its name (checked against ``domain``)."""
+    from suber_data.corpus.spec import load_spec
+    from suber_data.pipelines import corpus, definitions
+
+    spec = load_spec(config)
+    if domain is not None and spec.name != domain:
+        raise SuberDataError(f"{config}: corpus.name is {spec.name!r}, but the dataset is a {domain!r} dataset")
+    definitions.add_domain(corpus.domain(spec))
+    return spec.name
 
 
 def _default_model(backend: str) -> str | None:

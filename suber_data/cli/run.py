@@ -59,6 +59,7 @@ class BuildOptions:
     llm_base_url: str | None = None
     embedding_model: str | None = None
     ray: str | None = None  # a Ray cluster's address: descriptions and embeddings run there
+    corpus: str | None = None  # a described corpus: its TOML file (suber_data/corpus)
     # Where a value came from when not typed (field -> "build.toml"), so an error names the file to fix.
     origin: dict[str, str] = field(default_factory=dict)
     # Resource fields an earlier build recorded (`rebuild`): laid under the options, over the defaults.
@@ -141,14 +142,15 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
     if o.domain not in definitions.GRAPH:
         raise SuberDataError(f"domain '{o.domain}' is unknown; choose one of {', '.join(definitions.GRAPH)}")
     assets, checks = definitions.GRAPH[o.domain]
-    keys = wanted_assets(o, definitions.defs.resolve_asset_graph())
+    resources = resources_for(o)
+    graph = dg.Definitions(assets=assets, asset_checks=checks, resources=resources).resolve_asset_graph()
+    keys = wanted_assets(o, graph)
     console.print(f"[bold]building[/] {o.domain}/{o.release} -> {o.data_dir}: {', '.join(keys)}")
     logging.getLogger("dagster").setLevel(logging.WARNING)
     # As dg.materialize, plus our logger: the only one, so Dagster's own lines stay quiet and the long
     # steps' progress records become bars (or lines when stderr is not a terminal).
     bars = BuildProgress(console, enabled=not as_json)
     selection = dg.AssetSelection.assets(*(dg.AssetKey.from_user_string(k) for k in keys))
-    resources = resources_for(o)
     defs = dg.Definitions(
         jobs=[dg.define_asset_job(BUILD_JOB, selection=selection)],
         assets=[*assets, *checks],

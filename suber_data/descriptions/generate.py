@@ -287,8 +287,8 @@ def generate_descriptions(
     """
     started = time.perf_counter()
     dataset_dir = Path(dataset_dir)
-    if domain not in ("movies", "books"):
-        raise InputError(f"domain must be 'movies' or 'books', not {domain!r}")
+    if domain not in ("movies", "books", "items"):  # a prompt family: the dataset's terms.descriptions
+        raise InputError(f"domain (the prompt family) must be 'movies', 'books' or 'items', not {domain!r}")
     if max_attempts < 1 or batch_size < 1 or block_size < 1 or max_tokens < 1:
         raise InputError("max_attempts, batch_size, block_size and max_tokens must be at least 1")
     if runner is not None and backend_instance is not None:

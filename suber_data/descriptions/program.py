@@ -153,13 +153,14 @@ def forced_strings(user: Mapping) -> list[str]:
 
 
 def choose_variant(domain: str, user: Mapping, split: float, seed: int) -> str:
-    """A real user -> "grounded" (movies) or "grounded_books". Otherwise books -> "books"; movies ->
+    """``domain``: the prompt family (movies, books, items). A real user -> "grounded" (movies), "grounded_books"
+    or "grounded_items". Otherwise books -> "books", items -> "items"; movies ->
     "preferences" or "film_interest" (SUBER's 50/50 split, drawn per user from a hash so it does not depend on
     row order), "plain" when the user has no liked genre."""
+    if domain in ("books", "items"):  # the prompt family the dataset's terms name (manifest terms.descriptions)
+        return f"grounded_{domain}" if is_real(user) else (domain if user.get("liked") else "plain")
     if is_real(user):
-        return "grounded_books" if domain == "books" else "grounded"
-    if domain == "books":
-        return "books" if user.get("liked") else "plain"
+        return "grounded"
     if not user.get("liked"):
         return "plain"
     digest = hashlib.sha256(f"variant/{seed}/{int(user['user_id'])}/{int(user['seed'])}".encode()).digest()

@@ -18,8 +18,8 @@ from suber_data.errors import InputError
 from suber_data.resources import asset_path
 
 TEMPLATE_DIR = "prompts/descriptions"
-SYNTHETIC_VARIANTS = ("plain", "preferences", "film_interest", "books")
-REAL_VARIANTS = ("grounded", "grounded_books")  # real users of a release (profile "real"): movies, books
+SYNTHETIC_VARIANTS = ("plain", "preferences", "film_interest", "books", "items")
+REAL_VARIANTS = ("grounded", "grounded_books", "grounded_items")  # real users (profile "real"): movies, books, any
 VARIANTS = SYNTHETIC_VARIANTS + REAL_VARIANTS
 FIELDS = ("name", "age", "sex", "hobby", "occupation", "liked", "disliked", "man_woman", "he_she")
 # Real users' records: every field says what the release records, or "not recorded" (see program.user_values).

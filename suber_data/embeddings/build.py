@@ -313,6 +313,6 @@ def _firsts(table: pa.Table, column: str) -> list[str | None]:
 
 
 def _first_of(column: str, dataset_dir: Path) -> str:
-    """How the map names its colours: "first genre" (movies) or "first category" (books), of the items or liked."""
-    noun = "category" if read_manifest(dataset_dir).get("domain") == "books" else "genre"
+    """How the map names its colours: "first genre", "first category" (the dataset's noun), of the items or liked."""
+    noun = (read_manifest(dataset_dir).get("terms") or {}).get("nouns", {}).get("category", "genre")
     return f"first {noun}" if column == "genres" else f"first liked {noun}"

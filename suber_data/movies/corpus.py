@@ -24,11 +24,24 @@ from suber_data.artifacts.io import write_parquet, write_parquet_batches
 from suber_data.artifacts.scale import HALF_STARS, RatingScale, release_scale, with_scale_metadata
 from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS, SCHEMA_VERSION, SOURCE_USERS
 from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
+from suber_data.artifacts.terms import terms
 from suber_data.errors import InputError
 from suber_data.movies import movielens
 from suber_data.movies.tmdb import TMDBClient, parse_answer
 from suber_data.resources import asset_path
 from suber_data.sources import Release, extract_zip, fetch, get_release, register
+
+# What the later steps and the env read about movies (suber_data/artifacts/terms.py): survey genre tastes, SUBER's
+# film prompts, a 0-9 rater scale, TMDB's 0-10 votes.
+TERMS = terms(
+    {"item": "film", "items": "films", "category": "genre", "categories": "genres", "consumed": "watched",
+     "person": "viewer"},
+    {"prior": "survey"},
+    descriptions="movies",
+    prompts="movies",
+    rater_scale="0-9",
+    vote={"min": 0.0, "max": 10.0, "fill": 6.53},
+)  # fmt: skip
 
 SAMPLE = register(
     Release(
@@ -169,7 +182,7 @@ def build_items(
 ) -> StepResult:
     tmdb_done = cache_step_done(tmdb.path) or {}
     enabled = bool(tmdb_done.get("enabled"))
-    fp = fingerprint("items", SCHEMA_VERSION, str(MOVIE_ITEMS), ml.fingerprint, tmdb.fingerprint)
+    fp = fingerprint("items", SCHEMA_VERSION, str(MOVIE_ITEMS), ml.fingerprint, tmdb.fingerprint, TERMS)
     return run_step(
         dataset_dir, "items", fp, lambda: _items(dataset_dir, release_name, ml, tmdb, enabled, tmdb_settings or {})
     )
@@ -223,7 +236,7 @@ def _items(
         settings={"release": release_name, "tmdb": enabled, **tmdb_settings},
         sources=ml_done.get("source", {}),
         extra={"plots": {name: path.name for name, path in plots.items()}},
-        header={"domain": "movies", "release": release_name},
+        header={"domain": "movies", "release": release_name, "terms": TERMS},
     )
 
 

@@ -16,7 +16,7 @@ from suber_data.pipelines.metadata import TABLE_KINDS, code_version, schema_meta
 from suber_data.pipelines.plots import plot_metadata
 
 KEYS = DomainKeys("books", domain="books")
-GROUP = "books"
+GROUP = KEYS.group("corpus")
 STORAGE = KEYS.storage
 RELEASES = KEYS.releases
 
@@ -129,3 +129,11 @@ ratings_checks = multi_check(
 
 assets = [book_release, items, ratings]
 checks = [items_checks, ratings_checks]
+
+
+def domain():
+    """Books' place in the one graph: its corpus assets under ``books/`` and the resource of its filter."""
+    from suber_data.pipelines.domains import DomainSpec
+    from suber_data.pipelines.resources import BooksResource
+
+    return DomainSpec("books", assets, checks, key_prefix=KEYS.prefix, resources={"books": BooksResource()})

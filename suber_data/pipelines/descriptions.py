@@ -24,6 +24,11 @@ from suber_data.pipelines.resources import LLMResource, RayResource
 from suber_data.users.real_checks import user_titles
 
 
+def prompt_family(folder: Path, keys: DomainKeys) -> str:
+    """The description prompts the dataset's terms name (a folder built before terms: its domain's own)."""
+    return (read_manifest(folder).get("terms") or {}).get("descriptions", keys.domain)
+
+
 def run_descriptions(
     folder: Path,
     domain: str,
@@ -118,7 +123,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     @dg.asset(
         key=keys.key("user_descriptions"),
         deps=[keys.key("users")],
-        group_name=keys.name("users"),
+        group_name=keys.group("users"),
         partitions_def=keys.releases,
         required_resource_keys={keys.storage, "llm", "ray"},
         kinds=PYTHON_KINDS,
@@ -130,7 +135,11 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     def user_descriptions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         llm, folder = context.resources.llm, keys.dataset_dir(context)
         result = run_descriptions(
-            folder, keys.domain, llm, progress=log_progress(context, "users"), ray=context.resources.ray
+            folder,
+            prompt_family(folder, keys),
+            llm,
+            progress=log_progress(context, "users"),
+            ray=context.resources.ray,
         )
         context.log.info(result.summary())
         preview = ""
@@ -163,7 +172,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     @dg.asset(
         key=keys.key("user_description_shards"),
         deps=[keys.key("users")],
-        group_name=keys.name("users"),
+        group_name=keys.group("users"),
         required_resource_keys={keys.storage, "llm"},
         partitions_def=release_shards(keys),
         kinds={"python"},
@@ -182,7 +191,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         if not mine:
             context.log.info(f"shard {shard}: no user id in [{lo}, {hi})")
             return dg.MaterializeResult(metadata={"users": 0, "first_id": lo, "last_id": hi - 1})
-        result = run_descriptions(folder, keys.domain, llm, mine, log_progress(context, "users"))
+        result = run_descriptions(folder, prompt_family(folder, keys), llm, mine, log_progress(context, "users"))
         context.log.info(result.summary())
         return dg.MaterializeResult(
             metadata={

@@ -1,10 +1,12 @@
 """One factory builds a domain's asset graph from a small spec: the domain's corpus assets, then the
 shared steps (users, descriptions, embeddings) and the catalog, which read the domain's ``items.parquet``.
 
-A domain plugs in by writing its corpus assets (one keyed ``items``) and a ``DomainSpec``. Each shared
-module has a ``make(keys)`` factory: a domain with a ``key_prefix`` gets its own instances of the same step
-definitions under prefixed keys, groups and storage resource (``books/users`` reading ``books_storage``), so
-every domain loads into one ``Definitions`` (suber_data/pipelines/keys.py).
+A domain plugs in by writing its corpus assets (one keyed ``items``) and a ``DomainSpec``: movies and books in
+their own modules (``pipelines.movies.domain()``, ``pipelines.books.domain()``), a corpus described by a TOML
+file through ``pipelines.corpus.domain(spec)``. Each shared module has a ``make(keys)`` factory: a domain with
+a ``key_prefix`` gets its own instances of the same step definitions under prefixed keys and storage resource
+(``books/users`` reading ``books_storage``); groups and jobs are ``<domain>_<name>`` for every domain
+(suber_data/pipelines/keys.py), so every domain loads into one ``Definitions`` and looks alike in the UI.
 """
 
 from __future__ import annotations
@@ -40,9 +42,7 @@ class DomainSpec:
     name: str  # the storage domain: datasets land in data/<name>/<release>
     corpus: list  # the domain's corpus assets; one of them is keyed "items"
     corpus_checks: list = field(default_factory=list)
-    corpus_job: str = ""  # the job building the corpus and the catalog ("" -> "<name>_corpus")
-    corpus_group: str = ""  # the corpus assets' group ("" -> name)
-    key_prefix: str = ""  # "" keeps the keys at the root (movies); "books" -> books/items, group books_users, ...
+    key_prefix: str = ""  # "" keeps the keys at the root (movies only); "books" -> books/items, ...
     resources: dict = field(default_factory=dict)  # resources only this domain's corpus reads (books: "books")
 
     @property
@@ -108,18 +108,18 @@ def domain_jobs(spec: DomainSpec, assets: list | None = None) -> list:
     everything = dg.AssetSelection.assets(*(k for a in assets or domain_assets(spec)[0] for k in a.keys))
     return [
         dg.define_asset_job(
-            spec.corpus_job or f"{spec.name}_corpus",
-            selection=dg.AssetSelection.groups(spec.corpus_group or spec.name, keys.name("catalog")),
+            keys.group("corpus"),
+            selection=dg.AssetSelection.groups(keys.group("corpus"), keys.group("catalog")),
             description=f"The {spec.name} corpus (items and ratings), then the catalog",
         ),
         dg.define_asset_job(
-            keys.name("build_all"),
+            keys.group("build_all"),
             selection=everything - shards,
             description=f"Every {spec.name} step (descriptions unpartitioned)",
         ),
         # Backfill this job over the partitions to spread description writing; then materialize user_descriptions.
         dg.define_asset_job(
-            keys.name("description_shards"),
+            keys.group("description_shards"),
             selection=shards,
             description=f"{spec.name}: descriptions by block of user ids (partitioned)",
         ),

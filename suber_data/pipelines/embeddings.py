@@ -69,7 +69,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     @dg.asset(
         key=keys.key("item_embeddings"),
         deps=[keys.key("items")],
-        group_name=keys.name("embeddings"),
+        group_name=keys.group("embeddings"),
         partitions_def=keys.releases,
         required_resource_keys={keys.storage, "embedder", "ray"},
         kinds=MODEL_KINDS,
@@ -96,7 +96,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     @dg.asset(
         key=keys.key("user_embeddings"),
         deps=[keys.key("user_descriptions")],
-        group_name=keys.name("embeddings"),
+        group_name=keys.group("embeddings"),
         partitions_def=keys.releases,
         required_resource_keys={keys.storage, "embedder", "ray"},
         kinds=MODEL_KINDS,

@@ -1,9 +1,10 @@
 """How one domain's assets are named and partitioned in the shared graph.
 
 Dagster wants every asset key, op name and resource key unique in one ``Definitions``. The first domain
-(movies) keeps its keys at the root (``items``, ``users``, group ``users``, resource ``storage``); another
-domain prefixes them (``books/items``, group ``books_users``, resource ``books_storage``), so both domains
-load side by side from the same step definitions.
+(movies) keeps its keys at the root (``items``, ``users``, resource ``storage``); every other domain prefixes
+them (``books/items``, ``anime/items``, resource ``books_storage``), so all load side by side from the same
+step definitions. Groups and jobs are named the same way for every domain, movies included: ``<domain>_corpus``,
+``<domain>_users``, ``<domain>_embeddings``, ``<domain>_catalog``; jobs ``<domain>_build_all``, ...
 
 Every asset of a domain is partitioned by release (``ml-latest-small``, ``ml-1m``, ...: the registry's
 names), so an asset's history, checks and staleness are kept per release and never mix two datasets.
@@ -34,8 +35,12 @@ class DomainKeys:
         return dg.AssetKey([self.prefix, name] if self.prefix else [name])
 
     def name(self, name: str) -> str:
-        """A group, op, job or resource name of this domain."""
+        """An op or resource name of this domain (unique in the graph; movies' stay unprefixed)."""
         return f"{self.prefix}_{name}" if self.prefix else name
+
+    def group(self, name: str) -> str:
+        """A group or job name: ``<domain>_<name>`` for every domain alike, as the UI lists them."""
+        return f"{self.domain}_{name}"
 
     @property
     def storage(self) -> str:

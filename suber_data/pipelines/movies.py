@@ -13,7 +13,7 @@ from suber_data.pipelines.metadata import PYTHON_KINDS, TABLE_KINDS, code_versio
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, TMDBResource
 
-GROUP = "movies"
+GROUP = ROOT.group("corpus")
 RELEASES = ROOT.releases
 
 
@@ -121,3 +121,10 @@ ratings_checks = multi_check(
 
 assets = [movielens_release, tmdb_details, items, ratings]
 checks = [items_checks, ratings_checks]
+
+
+def domain():
+    """Movies' place in the one graph: its corpus assets at the root keys (suber_data.pipelines.domains)."""
+    from suber_data.pipelines.domains import DomainSpec
+
+    return DomainSpec("movies", assets, checks)

@@ -67,7 +67,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     @dg.asset(
         key=keys.key("users"),
         deps=[keys.key("items"), keys.key("ratings")],  # tastes in the items' genres; real users from ratings
-        group_name=keys.name(GROUP),
+        group_name=keys.group(GROUP),
         partitions_def=keys.releases,
         required_resource_keys={keys.storage, "users"},
         kinds=PYTHON_KINDS,

@@ -135,6 +135,12 @@ def _sources_section(manifest: dict[str, Any]) -> list[str]:
     for terms in terms_for(manifest):
         licence = f"[{terms.licence}]({terms.link})" if terms.link else terms.licence
         lines += [f"### {terms.name}", "", f"Licence: {licence}.", "", terms.obligations, ""]
+    about = manifest.get("about") or {}  # a described corpus: the terms its description states
+    if about.get("license") or about.get("citation"):
+        lines += [f"### {about.get('title') or manifest.get('domain', '?')} (the corpus description's own)", ""]
+        lines += [f"Licence: {about.get('license') or 'not stated'}.", ""]
+        lines += [f"Cite: {about['citation']}", ""] if about.get("citation") else []
+        lines += [f"Homepage: {about['homepage']}", ""] if about.get("homepage") else []
     return lines
 
 

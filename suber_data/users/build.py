@@ -23,11 +23,12 @@ from suber_data.resources import source_url
 from suber_data.users import checks as C
 from suber_data.users import vocabulary
 from suber_data.users.census import AgeSexTable, CensusSpec, load_census
-from suber_data.users.lists import Lists, Prior, book_category_prior, movie_genre_prior, project_lists, suber_lists
+from suber_data.users.lists import Lists, Prior, movie_genre_prior, project_lists, suber_lists
 from suber_data.users.names import name_sources
 from suber_data.users.sampler import SUBER_RULES, OccupationRules, Population, sample_census_population
 from suber_data.users.sources import SUBER_LIST_RELEASES
 from suber_data.users.suber import sample_suber_population, suber_age_distribution
+from suber_data.users.tastes import taste_prior, taste_spec
 
 STEP = "users"
 TABLE = "users.parquet"
@@ -38,7 +39,6 @@ PROFILES = ("census", "suber", "real")
 REAL_PLOT = "users_real.png"
 USER_RATINGS_TABLE = "user_ratings.parquet"
 REAL_ONLY = ("held_out", "min_history", "split")  # settings only the real profile reads
-DOMAINS = ("movies", "books")
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,6 @@ class UsersConfig:
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise InputError(f"profile '{self.profile}' is unknown; use one of {', '.join(PROFILES)}")
-        if self.domain not in DOMAINS:
-            raise InputError(f"domain '{self.domain}' has no user tastes; use one of {', '.join(DOMAINS)}")
         if self.count < 1:
             raise InputError(f"--users must be positive, got {self.count}")
 
@@ -111,27 +109,16 @@ class Inputs:
     checksums: dict[str, str]
 
 
-def book_tastes(config: UsersConfig, dataset_dir: Path | None) -> Prior:
-    """The census profile's book categories: the user's file, else counted from the built items.parquet
-    (SUBER section 1.5: categories on more than 100 books, weighted by their count), else the packaged prior."""
-    if config.category_prior:
-        return book_category_prior(config.category_prior)
-    items = Path(dataset_dir) / "items.parquet" if dataset_dir is not None else None
-    if items is None or not items.exists():
-        return book_category_prior()
-    from suber_data.books.priors import category_prior
-
-    return category_prior(items, min_categories=(config.cap_liked or 4) + (config.cap_disliked or 4))
-
-
 def load_inputs(config: UsersConfig, dataset_dir: Path | None = None) -> Inputs:
     """The lists, priors and census a build reads; book tastes are counted from ``dataset_dir``'s items."""
     sources: dict[str, dict[str, Any]] = {}
     checksums: dict[str, str] = {}
     census = None
     if config.profile == "suber":
-        lists = suber_lists(config.suber_lists, with_categories=config.domain == "books")
-        tastes = lists.categories if config.domain == "books" else movie_genre_prior()
+        # SUBER's books draw from its category list
+        counted = taste_spec(dataset_dir, config.domain)["prior"] != "survey"
+        lists = suber_lists(config.suber_lists, with_categories=counted)
+        tastes = lists.categories if counted else movie_genre_prior()
         for name in lists.files:
             release = SUBER_LIST_RELEASES[name]
             sources[name] = {**release.describe(), "commit": release.meta["commit"], "path": release.meta["path"]}
@@ -147,8 +134,7 @@ def load_inputs(config: UsersConfig, dataset_dir: Path | None = None) -> Inputs:
         entry.update({k: v for k, v in census.meta.items() if k not in entry})
         sources[release.name if release else "census-file"] = entry
         checksums["census"] = sha
-        books = config.domain == "books"
-        tastes = book_tastes(config, dataset_dir) if books else movie_genre_prior(config.genre_prior)
+        tastes = taste_prior(config, taste_spec(dataset_dir, config.domain), dataset_dir)
     for label, (where, sha) in lists.files.items():
         checksums[label] = sha
         if where.startswith("asset:"):

@@ -140,3 +140,25 @@ def suber_lists(folder: str | os.PathLike | None = None, *, with_categories: boo
         files={name: (SUBER_LIST_RELEASES[name].url, SUBER_LIST_RELEASES[name].sha256) for name in paths},
         categories=categories,
     )
+
+
+def counted_prior(items_parquet: Path, min_items: int, min_categories: int, fallback: Prior | None) -> Prior:
+    """Categories of ``items_parquet`` listed by more than ``min_items`` items, weighted by that count (SUBER's
+    rule for books); ``fallback`` when fewer than ``min_categories`` qualify (an error when there is none)."""
+    from suber_data import duck
+
+    path = str(Path(items_parquet)).replace("'", "''")
+    rows = duck.rows(
+        f"""SELECT genre, count(*) AS n FROM (SELECT unnest(genres) AS genre FROM read_parquet('{path}'))
+            GROUP BY genre HAVING count(*) > ? ORDER BY n DESC, genre""",
+        [min_items],
+    )
+    if len(rows) < max(1, min_categories):
+        if fallback is not None:
+            return fallback
+        raise InputError(
+            f"{items_parquet}: only {len(rows)} categories are listed by more than {min_items} items, and a user "
+            f"draws {min_categories}; lower tastes.min_items in the corpus description, or give tastes.prior a CSV"
+        )
+    names = np.array([r[0] for r in rows], dtype=object)
+    return Prior(names, np.array([float(r[1]) for r in rows]), "weight", str(items_parquet))

@@ -31,7 +31,7 @@ def test_template_backend_marks_every_row_and_rerun_does_nothing(tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     step = manifest["steps"]["user_descriptions"]
     assert step["models"]["description_llm"]["backend"] == "template"
-    assert set(step["templates"]) == {"plain", "preferences", "film_interest", "books"}
+    assert set(step["templates"]) == {"plain", "preferences", "film_interest", "books", "items"}
     assert all(len(t["sha256"]) == 64 for t in step["templates"].values())
     again = generate_descriptions(tmp_path, backend="template")
     assert again.skipped and again.generated == 0 and again.attempts == 0 and again.written == 8

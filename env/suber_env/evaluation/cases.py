@@ -45,7 +45,7 @@ def genre_preference(
         if len(pos) == 0 or len(neg) == 0:
             continue
         u = len(personas)
-        personas.append(genre_persona(ds.genre_vocab[g], [ds.genre_vocab[b] for b in bad], ds.domain))
+        personas.append(genre_persona(ds.genre_vocab[g], [ds.genre_vocab[b] for b in bad], ds.nouns))
         for side, pool in ((True, pos), (False, neg)):
             for it in rng.choice(pool, min(items_per_side, len(pool)), replace=False):
                 rows.append((u, int(it), side))
@@ -76,9 +76,7 @@ def high_low(
 ) -> dict:
     """Personas who rate everything high (success: >= like threshold) or low (<= dislike threshold)."""
     vocab = list(ds.genre_vocab)
-    ps = [high_rater(vocab, ds.domain) for _ in range(personas)] + [
-        low_rater(vocab, ds.domain) for _ in range(personas)
-    ]
+    ps = [high_rater(vocab, ds.nouns) for _ in range(personas)] + [low_rater(vocab, ds.nouns) for _ in range(personas)]
     pds = write_persona_dataset(ds, ps, folder / "high_low_personas")
     rater = make(pds)
     k = min(items, ds.n_items)

@@ -48,11 +48,10 @@ def _series_from_title(title: str) -> tuple[str, float] | None:
 def find_collections(ds: Dataset) -> tuple[list[list[int]], str]:
     """The series of ``ds`` with at least two items, each in release order, and where they came from.
 
-    Movies: items sharing a ``collection_id`` (TMDB's belongs_to_collection), ordered by year then id.
-    Books: series parsed from titles ("Title (Series, #2)", "Series Book 2"), ordered by number."""
-    if ds.domain == "movies":
-        if "collection_id" not in ds.items.column_names:
-            return [], f"{ds.path / 'items.parquet'}: no collection_id column (rebuild items with suber-data)"
+    Items with a ``collection_id`` column (movies): items sharing one (TMDB's belongs_to_collection), ordered by
+    year then id. Others (books, described corpora): series parsed from titles ("Title (Series, #2)",
+    "Series Book 2"), ordered by number."""
+    if "collection_id" in ds.items.column_names:  # TMDB's collections (movies); other items: their titles
         cid = ds.items["collection_id"].to_pylist()
         groups: dict = {}
         for i, c in enumerate(cid):
@@ -76,7 +75,7 @@ def find_collections(ds: Dataset) -> tuple[list[list[int]], str]:
 
 def _other_rating(ds: Dataset, items: np.ndarray, scale) -> np.ndarray:
     """SUBER rates the filler items at their average vote (6.53 / 4.21 when unknown), on the scale."""
-    vmax, fill = (10.0, 6.53) if ds.domain == "movies" else (5.0, 4.21)
+    vmax, fill = ds.vote_range
     v = ds.vote[items].astype(np.float64)
     v = np.where(v > 0, v, fill)
     return np.clip(v * scale.max / vmax, scale.min, scale.max)

@@ -47,7 +47,7 @@ def _read(ds: Dataset):
 
 def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, top: float) -> Persona:
     """Liked / disliked genres: the two with the highest / lowest shrunk mean offset from the user's mean."""
-    kind = "film" if ds.domain == "movies" else "book"
+    kind, kinds = ds.nouns["item"], ds.nouns["items"]
     mean = r.mean()
     g = ds.genres[items].astype(np.float64)
     cnt = g.sum(0)
@@ -58,9 +58,9 @@ def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, top: float) -> Perso
     liked = [ds.genre_vocab[j] for j in order[:2] if score[j] > margin]
     disliked = [ds.genre_vocab[j] for j in order[::-1][:2] if score[j] < -margin]
     habit = "a generous" if mean >= 0.8 * top else "a demanding" if mean <= 0.6 * top else "a balanced"
-    text = f"{habit.capitalize()} {kind} lover who has rated {len(r)} {kind}s, {mean:.1f} out of {top:g} on average."
+    text = f"{habit.capitalize()} {kind} lover who has rated {len(r)} {kinds}, {mean:.1f} out of {top:g} on average."
     if liked:
-        text += f" They enjoy {' and '.join(liked)} {kind}s the most."
+        text += f" They enjoy {' and '.join(liked)} {kinds} the most."
     if disliked:
         text += f" They tend to dislike {' and '.join(disliked)} ones."
     best = items[np.argsort(-r, kind="stable")[:3]]

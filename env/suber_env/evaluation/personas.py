@@ -63,8 +63,8 @@ def write_persona_dataset(src: Dataset, personas: list[Persona], folder: Path) -
     return load_dataset(folder, domain=src.domain)
 
 
-def genre_persona(genre: str, disliked: list[str], domain: str) -> Persona:
-    kind = "films" if domain == "movies" else "books"
+def genre_persona(genre: str, disliked: list[str], nouns: dict) -> Persona:
+    kind = nouns["items"]
     text = (
         f"Someone whose favourite {kind} are {genre} ones: they seek them out and usually rate them at the top "
         f"of the scale. {', '.join(disliked).capitalize()} {kind} bore them and they rate those poorly."
@@ -72,13 +72,13 @@ def genre_persona(genre: str, disliked: list[str], domain: str) -> Persona:
     return Persona(text, [genre], list(disliked))
 
 
-def high_rater(genres: list[str], domain: str) -> Persona:
-    kind = "film" if domain == "movies" else "book"
+def high_rater(genres: list[str], nouns: dict) -> Persona:
+    kind = nouns["item"]
     text = f"An easy-going fan who enjoys nearly every {kind} and gives almost everything a very high rating."
     return Persona(text, list(genres), [])
 
 
-def low_rater(genres: list[str], domain: str) -> Persona:
-    kind = "film" if domain == "movies" else "book"
+def low_rater(genres: list[str], nouns: dict) -> Persona:
+    kind = nouns["item"]
     text = f"A hard-to-please critic who finds fault with nearly every {kind} and rates almost everything very low."
     return Persona(text, [], list(genres))

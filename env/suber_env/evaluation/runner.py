@@ -34,17 +34,17 @@ RATERS = ("oracle", "transformers", "openai")
 
 
 def _scale_for(ds: Dataset) -> str:
-    return "0-9" if ds.domain == "movies" else "1-5"
+    return ds.rater_scale
 
 
 def _dataset_personas(ds: Dataset) -> list[Persona]:
     """The dataset's own users as personas (the similarity test rates as the env's users would)."""
     if ds.users is None or ds.n_users == 0:
         g = ds.genre_vocab
-        return [genre_persona(g[i % len(g)], [g[(i + 1) % len(g)]], ds.domain) for i in range(min(len(g), 10))]
+        return [genre_persona(g[i % len(g)], [g[(i + 1) % len(g)]], ds.nouns) for i in range(min(len(g), 10))]
     liked = ds.users["liked"].to_pylist() if "liked" in ds.users.column_names else [[]] * ds.n_users
     disliked = ds.users["disliked"].to_pylist() if "disliked" in ds.users.column_names else [[]] * ds.n_users
-    texts = ds.descriptions or [f"A {ds.domain} fan." for _ in range(ds.n_users)]
+    texts = ds.descriptions or [f"A fan of {ds.nouns['items']}." for _ in range(ds.n_users)]
     return [Persona(t, list(a or []), list(b or [])) for t, a, b in zip(texts, liked, disliked, strict=True)]
 
 

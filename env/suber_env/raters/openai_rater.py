@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core import DOMAIN_SCALES, get_scale
+from ..core import get_scale
 from ..prompts import PromptBuilder
 from . import score_paths as sp
 from .base import Rater, Requests
@@ -68,8 +68,8 @@ class OpenAIRater(Rater):
         if server not in SERVERS:
             raise ValueError(f"server={server!r}: choose one of {SERVERS}")
         self.ds, self.model_name = ds, model
-        self.scale = get_scale(scale or DOMAIN_SCALES[ds.domain])
-        self.pb = PromptBuilder(ds.domain, self.scale, shots)
+        self.scale = get_scale(scale or ds.rater_scale)
+        self.pb = PromptBuilder(ds.family, self.scale, shots, nouns=ds.nouns)
         self.render = PromptRenderer(ds, self.pb, tokenizer)
         self.render.keep_space = False
         self.tokenizer, self.top_logprobs, self.max_batch = tokenizer, top_logprobs, max_batch

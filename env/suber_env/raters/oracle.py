@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import DOMAIN_SCALES, get_scale
+from ..core import get_scale
 from .base import Rater, Ratings, Requests
 
 
@@ -29,13 +29,13 @@ class OracleRater(Rater):
         sigma: float = 1.0,
     ):
         ds.require("users", "the oracle rater (it reads users' liked and disliked genres)")
-        self.ds, self.scale = ds, get_scale(scale or DOMAIN_SCALES[ds.domain])
+        self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
         self.like, self.dislike, self.repeat, self.sigma = like, dislike, repeat, sigma
         self.values = np.asarray(self.scale.values)
         span = self.scale.max - self.scale.min
         vote = ds.vote.astype(np.float64)
         base = np.where(vote > 0, vote, 6.0)  # TMDB-like 0-10 votes for movies; books 0-5
-        vmax = 10.0 if ds.domain == "movies" else 5.0
+        vmax = ds.vote_range[0]
         self.base = self.scale.min + (base / vmax) * span
         self.unit = span / 9.0
         # genre sets as 64-bit masks when they fit: the overlaps are then one AND and a popcount per request

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import DOMAIN_SCALES, get_scale
+from ..core import get_scale
 from ..prompts import PromptBuilder
 from .base import Rater, Requests
 from .prompting import PromptRenderer, label_token_ids
@@ -38,8 +38,8 @@ class TransformersRater(Rater):
 
         self.torch = torch
         self.ds, self.model, self.tok = ds, model.eval(), tokenizer
-        self.scale = get_scale(scale or DOMAIN_SCALES[ds.domain])
-        self.pb = PromptBuilder(ds.domain, self.scale, shots)
+        self.scale = get_scale(scale or ds.rater_scale)
+        self.pb = PromptBuilder(ds.family, self.scale, shots, nouns=ds.nouns)
         self.render = PromptRenderer(ds, self.pb, tokenizer)
         self.max_batch, self.max_batch_tokens, self.share_prefix = max_batch, max_batch_tokens, share_prefix
         self.share_persona = share_persona and share_prefix

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import DOMAIN_SCALES, get_scale
+from ..core import get_scale
 
 
 def _ragged(history, n_users: int, what: str, dtype) -> list[np.ndarray]:
@@ -97,7 +97,7 @@ def policy_scores(
         raise ValueError(f"users must be rows 0..{ds.n_users - 1} of the dataset")
     items = _ragged(history_items, len(users), "history_items", np.int64)
     ratings = _ragged(history_ratings, len(users), "history_ratings", np.float64)
-    scale = get_scale(DOMAIN_SCALES.get(ds.domain, "0-9"))
+    scale = get_scale(ds.rater_scale)
     lo, hi = getattr(model.policy, "rating_range", (scale.min, scale.max))
     if rating_range is not None:
         a, b = rating_range
