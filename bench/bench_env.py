@@ -40,7 +40,7 @@ if importlib.util.find_spec("suber_env") is None:
     sys.path.insert(0, str(ROOT / "env"))
 
 from suber_env import Requests, SuberEnv, SuberVectorEnv, TransformersRater, load_dataset  # noqa: E402
-from suber_env.core import DOMAIN_SCALES, sampling_probs  # noqa: E402
+from suber_env.core import sampling_probs  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
@@ -98,7 +98,7 @@ def bench_env_steps(dataset: Path, size: str) -> list[tuple[str, float]]:
     ds = load_dataset(dataset)
     print(f"\n== 1. environment steps per second, oracle rater, {ds.n_items:,} items x {ds.n_users:,} users ==")
     print(f"  dataset: {ds.path}; n = {n} on both sides, one OracleRater object shared by all")
-    rater = OracleRater(ds, scale=DOMAIN_SCALES[ds.domain])
+    rater = OracleRater(ds)
     out = []
     for item_vector, copy in ((False, False), (True, False), (True, True)):
         base = single_envs(ds, n, rater, item_vector, copy)

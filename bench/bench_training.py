@@ -98,7 +98,6 @@ def main() -> None:
     import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
     from suber_env import OracleRater, SuberEnv, SuberVectorEnv, load_dataset
-    from suber_env.core import DOMAIN_SCALES
     from suber_env.rl import SB3VecEnv
 
     torch.set_num_threads(1)
@@ -107,7 +106,7 @@ def main() -> None:
             smoke_dataset() if args.smoke else build_movies(Path(tmp), users=40, embedding_model="minilm")
         )
         ds = load_dataset(folder)
-        rater = OracleRater(ds, scale=DOMAIN_SCALES[ds.domain])
+        rater = OracleRater(ds)
         n = args.num_envs
         vec = _run(SB3VecEnv(SuberVectorEnv(n, ds, rater=rater)), args.steps)
         many = _run(DummyVecEnv([lambda: SuberEnv(ds, rater=rater)] * n), args.steps)

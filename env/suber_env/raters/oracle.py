@@ -22,7 +22,7 @@ class OracleRater(Rater):
     def __init__(
         self,
         ds,
-        scale: str | None = None,  # None: the dataset's domain scale (DOMAIN_SCALES)
+        scale: str | None = None,  # None: the scale the dataset's terms name
         like: float = 1.5,
         dislike: float = 2.5,
         repeat: float = 1.0,
