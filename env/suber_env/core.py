@@ -138,10 +138,6 @@ def source_bins(scale: Scale, source: SourceScale) -> np.ndarray:
     return out
 
 
-# The scale a domain is rated on when none is named (SUBER: 1-10 for movies, 1-5 for books).
-DOMAIN_SCALES = {"movies": "0-9", "books": "1-5"}
-
-
 def get_scale(name: str) -> Scale:
     try:
         return SCALES[name]
