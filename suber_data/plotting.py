@@ -28,7 +28,7 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from suber_data.artifacts.io import atomic_path  # noqa: E402
+from suber_data.atomic import atomic_path  # noqa: E402
 
 DPI = 100
 BLUE, ORANGE, GREEN, RED, GREY = "#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8c8c8c"

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from suber_data.descriptions.backends import BackendInfo, Output
+from suber_data.descriptions.base import BackendInfo, Output
 from suber_data.descriptions.openai_backend import OpenAIBackend
 from suber_data.descriptions.program import Decoding, Request
+from suber_data.descriptions.settings import DEFAULTS
 from suber_data.errors import SuberDataError
 
 log = logging.getLogger(__name__)
@@ -61,14 +62,14 @@ class MultiEndpointBackend:
         base_urls: list[str],
         *,
         api_key: str | None = None,
-        concurrency: int = 8,
+        concurrency: int = DEFAULTS.concurrency,
         max_retries: int = 5,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         timeout: float = 120.0,
         cooldown: float = 15.0,
         patience: float = 60.0,
-        response_format: str = "json_schema",
+        response_format: str = DEFAULTS.response_format,
     ):
         urls = [u.rstrip("/") for u in base_urls]
         if not urls:

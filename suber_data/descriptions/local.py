@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from suber_data.descriptions.backends import BackendInfo, Output
+from suber_data.descriptions.base import BackendInfo, Output
 from suber_data.descriptions.program import (
     Choice,
     Decoding,

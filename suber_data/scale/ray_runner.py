@@ -55,7 +55,7 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "SUBER_DATA_OFFLINE",
 class RayOptions:
     """Where and how wide: ``address`` as ``ray.init`` takes it ("auto", "HOST:PORT", "ray://HOST:10001", or
     "local" to start a Ray inside this process); per-actor resources; the embedding block size. (The
-    descriptions' block is a generation setting, ``generate_descriptions(block_size=...)``: it frames the
+    descriptions' block is a generation setting, ``DescriptionSettings.block_size``: it frames the
     batches, so one process and any number of workers given the same blocks write the same rows.)"""
 
     address: str = "auto"
@@ -186,11 +186,13 @@ class RayRunner:
         if not queue:
             return
         # Workers generate with the driver's key and server unless options name them (their own env may lack them).
-        kwargs = dict(generation.open_kwargs)
         if generation.info.backend == "openai":
-            kwargs["api_key"] = kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY")
-            kwargs["base_url"] = kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
-        generation = dataclasses.replace(generation, open_kwargs=kwargs)
+            s = generation.settings
+            s = s.changed(
+                api_key=s.api_key or os.environ.get("OPENAI_API_KEY"),
+                base_url=s.base_url or os.environ.get("OPENAI_BASE_URL"),
+            )
+            generation = dataclasses.replace(generation, settings=s)
         tables = [
             pa.table(
                 {
