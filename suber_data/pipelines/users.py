@@ -13,7 +13,6 @@ from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_met
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
-from suber_data.users.checks import CheckResult
 from suber_data.users.vocabulary import check_tastes_in_items
 
 GROUP = "users"
@@ -47,7 +46,7 @@ def users_config(storage: StorageResource, users: UsersResource) -> B.UsersConfi
 
 
 @functools.lru_cache(maxsize=4)
-def _checks_of(folder: str, mtime_ns: int, size: int) -> dict[str, CheckResult]:
+def _checks_of(folder: str, mtime_ns: int, size: int) -> dict[str, CheckOutcome]:
     # the four checks share one evaluation per users.parquet version
     return {r.name: r for r in B.check_users_dataset(folder)}
 
@@ -58,7 +57,7 @@ def _one(folder, name: str) -> dg.AssetCheckResult:
     if name not in results:  # a check of the other kind of population (synthetic targets, or the real split)
         kind = "real" if "real_users_split" in results else "synthetic"
         return to_dagster(CheckOutcome(name, True, description=f"not applicable to a {kind} population"))
-    return to_dagster(results[name].outcome())
+    return to_dagster(results[name])
 
 
 def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
@@ -116,7 +115,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     )
     def users_tastes_in_items(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         folder = keys.dataset_dir(context)
-        return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet").outcome())
+        return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet"))
 
     checks = [
         one_check(
