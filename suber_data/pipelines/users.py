@@ -9,7 +9,7 @@ from suber_data.artifacts.checks import CheckOutcome
 from suber_data.artifacts.schemas import USERS
 from suber_data.pipelines.checks import to_dagster
 from suber_data.pipelines.keys import ROOT, DomainKeys
-from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_metadata, table_metadata
+from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, markdown_table, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
@@ -85,8 +85,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
             "rows": result.counts.get("users", 0),
             **table_metadata(result.path),
         }
-        preview = next(pq.ParquetFile(result.path).iter_batches(batch_size=10)).to_pandas()
-        metadata["preview"] = dg.MetadataValue.md(preview.to_markdown(index=False))
+        metadata["preview"] = markdown_table(next(pq.ParquetFile(result.path).iter_batches(batch_size=10)))
         metadata |= plot_metadata(folder, B.STEP)
         for check in result.checks:
             metadata[f"check_{check.name}"] = f"{'pass' if check.passed else 'fail'}: {check.detail}"
