@@ -76,7 +76,7 @@ def _check_ray_address(o) -> None:
 
 
 def _check_llm(o) -> None:
-    from suber_data.descriptions.backends import BACKENDS
+    from suber_data.descriptions.backends import BACKENDS, describe_settings
 
     settings = o.descriptions()
     if settings.backend not in BACKENDS:
@@ -84,7 +84,7 @@ def _check_llm(o) -> None:
             f"{shown(o, 'llm', settings.backend)}: not a backend; choose one of: {', '.join(BACKENDS)}"
         )
     try:
-        settings.info()  # checks the backend's needs (a package, a --model) without loading a model
+        describe_settings(settings)  # checks the backend's needs (a package, a --model) without loading a model
     except SuberDataError as exc:
         raise SuberDataError(f"{shown(o, 'llm', settings.backend)}: {exc}") from exc
 

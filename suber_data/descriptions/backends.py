@@ -78,6 +78,11 @@ def describe(backend: str, model: str | None = None, revision: str | None = None
     return BackendInfo("transformers", name, revision or "main")
 
 
+def describe_settings(settings: DescriptionSettings) -> BackendInfo:
+    """``describe`` for the backend, model and revision ``settings`` name."""
+    return describe(settings.backend, settings.model, settings.revision)
+
+
 def _local_revision(path: Path) -> str:
     """A content hash of a local model folder's config and weights (sizes and names), as its revision."""
     digest = hashlib.sha256()

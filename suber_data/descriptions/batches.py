@@ -67,7 +67,9 @@ class Generation:
         return self.settings.block_size
 
     def open(self) -> Backend:
-        return self.settings.open(self.info)
+        from suber_data.descriptions.backends import open_backend
+
+        return open_backend(self.info, self.settings)
 
 
 class Runner(Protocol):

@@ -31,6 +31,7 @@ from suber_data.artifacts.io import write_parquet
 from suber_data.artifacts.manifest import fingerprint, sha256_file
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
 from suber_data.artifacts.steps import StepRecord, run_step
+from suber_data.descriptions.backends import describe_settings
 from suber_data.descriptions.base import Backend
 from suber_data.descriptions.batches import Generation, Runner, blocks, finalize, generate_batches, trim_to_sentence
 from suber_data.descriptions.checks import Bounds, check_row, held_out_leaks, near_duplicates
@@ -139,9 +140,8 @@ def generate_descriptions(
     settings = (settings or DEFAULTS).changed(**changes)
     if runner is not None and backend_instance is not None:
         raise InputError("pass either runner (workers open their own backend) or backend_instance, not both")
-    plan = read_plan(
-        dataset_dir, backend_instance.info if backend_instance else settings.info(), template_dir, user_ids
-    )
+    info = backend_instance.info if backend_instance is not None else describe_settings(settings)
+    plan = read_plan(dataset_dir, info, template_dir, user_ids)
     result = DescriptionResult(dataset_dir, plan.info.backend, plan.info.model, total=len(plan.users))
 
     def run() -> _Run:

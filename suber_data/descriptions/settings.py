@@ -1,23 +1,21 @@
 """``DescriptionSettings``: how user descriptions are written, in one object, with every default in one place.
 
-The CLI builds it from its options (``--llm``, ``--model``, ``--llm-base-url``, ``--seed``), the Dagster resource
-``LLMResource`` carries its fields (``LLMResource.settings()``), and the step, its backends and its Ray workers read
-it: no layer spells a default of its own. Decoding's three figures keep their defaults on ``Decoding`` (they go into
-every generation key), and these fields take them from there.
+The CLI builds it from its options (``--llm``, ``--model``, ``--llm-base-url``, ``--seed``: ``BuildOptions.
+descriptions``), the Dagster resource ``LLMResource`` carries its fields (``LLMResource.settings()``), and the step,
+its backends (``backends.describe_settings``, ``backends.open_backend``) and its Ray workers read it: no layer
+spells a default of its own. Decoding's three figures keep their defaults on ``Decoding`` (they go into every
+generation key), and these fields take them from there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from suber_data.descriptions.checks import Bounds
 from suber_data.descriptions.program import Decoding
 from suber_data.errors import InputError
-
-if TYPE_CHECKING:
-    from suber_data.descriptions.base import Backend, BackendInfo
 
 BLOCK_SIZE = 256  # users per block: the unit a Ray worker takes, and the batches' frame (see generate_batches)
 
@@ -60,18 +58,6 @@ class DescriptionSettings:
     def changed(self, **changes: Any) -> DescriptionSettings:
         """A copy with ``changes`` (field names; an unknown one is a TypeError naming it)."""
         return dataclasses.replace(self, **changes) if changes else self
-
-    def info(self) -> BackendInfo:
-        """Who generates, for keys and provenance, without loading anything."""
-        from suber_data.descriptions.backends import describe
-
-        return describe(self.backend, self.model, self.revision)
-
-    def open(self, info: BackendInfo | None = None) -> Backend:
-        """The backend, loaded (a model) or connected (a server)."""
-        from suber_data.descriptions.backends import open_backend
-
-        return open_backend(info or self.info(), self)
 
     def fields(self) -> dict[str, Any]:
         """The settings by name, without the API key: what a Dagster resource or a config file can carry."""

@@ -47,8 +47,23 @@ from suber_data.errors import SuberDataError
 log = logging.getLogger(__name__)
 
 # Environment the workers get from the driver when set there (offline switches, the OpenAI key is not here:
-# it travels inside the backend's options, never in a log or the manifest).
-FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "SUBER_DATA_OFFLINE", "HF_HOME")
+# it travels inside the backend's options, never in a log or the manifest). MODEL_ENV is what suber_env's own
+# Ray connection (suber_env.evaluation.ray_rating) forwards too: tests/test_ray_contract.py holds the two together.
+MODEL_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
+FORWARDED_ENV = (*MODEL_ENV, "SUBER_DATA_OFFLINE")
+
+
+def runtime_env(ship_code: bool) -> dict[str, Any]:
+    """What ``ray.init`` gives the workers: the forwarded variables set here, and this process's suber_data."""
+    env: dict[str, Any] = {}
+    forwarded = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
+    if forwarded:
+        env["env_vars"] = forwarded
+    if ship_code:
+        import suber_data
+
+        env["py_modules"] = [str(Path(suber_data.__file__).parent)]
+    return env
 
 
 @dataclass(frozen=True)
@@ -119,17 +134,9 @@ class RayRunner:
             return ray
         o = self.options
         check_reachable(o.address)
-        runtime_env: dict[str, Any] = {}
-        env = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
-        if env:
-            runtime_env["env_vars"] = env
-        if o.ship_code:
-            import suber_data
-
-            runtime_env["py_modules"] = [str(Path(suber_data.__file__).parent)]
         extra = {"include_dashboard": False} if o.address == "local" else {}
         try:
-            ray.init(address=o.address, runtime_env=runtime_env or None, log_to_driver=False, **extra)
+            ray.init(address=o.address, runtime_env=runtime_env(o.ship_code) or None, log_to_driver=False, **extra)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise SuberDataError(
                 f"could not connect to Ray at {o.address!r} ({exc}); start it with `ray start --head` "
