@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test interop bench lint clean
+.PHONY: venv demo test interop bench lint clean env-fixtures
 
 # `make venv` (and `make test`): everything, the test tools, the Dagster UI and llama.cpp's server included.
 venv: $(STAMP)
@@ -44,6 +44,11 @@ demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 
 test: venv
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+# The datasets the env's tests run on (env/tests/data/), written anew by the real builder; the main suite fails
+# when they are stale (tests/test_env_fixtures.py).
+env-fixtures: venv
+	HF_HUB_OFFLINE=1 $(BIN)/python env/tests/builder_fixtures.py
 
 # The export tests load each export with LensKit and RecBole, which cannot live in .venv (LensKit needs
 # pandas < 3, RecBole 1.2.1 numpy < 2). Each gets an overlay venv: its own site-packages (the library and
