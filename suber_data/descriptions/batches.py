@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -88,7 +88,10 @@ def blocks(queue: list[tuple[Request, int]], generation: Generation) -> list[lis
 
 
 def generate_batches(
-    backend: Backend, queue: Iterable[tuple[Request, int]], generation: Generation
+    backend: Backend,
+    queue: Iterable[tuple[Request, int]],
+    generation: Generation,
+    output_done: Callable[[], None] | None = None,
 ) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
     """Generate ``queue`` ((request, first attempt) pairs) block by block (:func:`blocks`), each block in
     batches of ``batch_size``; the requests of a block whose output fails its checks go round again, in
@@ -97,17 +100,20 @@ def generate_batches(
     Every attempt's seed depends only on (key, attempt), but a local model's last bits (padding, kernel
     shapes) depend on the batch, and a flipped bit can flip a sampled token. Fixing the batches by the
     block makes them the same wherever a block runs: a Ray worker given the same block yields the same rows.
-    Yields ``(finished rows, attempts made, users still unfinished)`` after each batch."""
+    Yields ``(finished rows, attempts made, users still unfinished)`` after each batch; ``output_done`` is called as
+    each output of a batch is done, before its checks, where the backend can tell (``reports_each_output``)."""
     queue = list(queue)
     unfinished = len({r.key for r, _ in queue})
     info, decoding = generation.info, generation.decoding
+    # a backend that can say when each output of a batch is done (a local model) lets progress move per user
+    each = {"finished": output_done} if output_done and getattr(backend, "reports_each_output", False) else {}
     for block in blocks(queue, generation):
         while block:
             again: list[tuple[Request, int]] = []
             for start in range(0, len(block), generation.batch_size):
                 batch = block[start : start + generation.batch_size]
                 seeds = [attempt_seed(r.key, a) for r, a in batch]
-                outputs = backend.generate([r for r, _ in batch], seeds, decoding)
+                outputs = backend.generate([r for r, _ in batch], seeds, decoding, **each)
                 rows = []
                 for (request, attempt), seed_used, output in zip(batch, seeds, outputs, strict=True):
                     text, problems = finalize(output, request, generation.bounds)

@@ -194,6 +194,7 @@ class _Run:
         self.store = ChunkStore(plan.dataset_dir)
         self.produced: set[str] = set()
         self.done = 0  # users finished by this run, over every pass (the near-duplicate passes included)
+        self.waiting = self.outputs = 0  # the pass's last user count, and outputs done in the batch in flight
         existing = {row["generation_key"]: row for row in self.store.read().to_pylist()}
         self.queue: list[tuple[Request, int]] = []
         for request in sorted(plan.requests.values(), key=lambda r: (r.variant, r.user_id)):
@@ -215,8 +216,10 @@ class _Run:
         else:
             if self.backend is None:
                 self.backend = self.generation.open()
-            batches = generate_batches(self.backend, queue, self.generation)
+            batches = generate_batches(self.backend, queue, self.generation, self.output_done)
+        self.waiting, self.outputs = self.done + len({r.key for r, _ in queue}), 0
         for rows, attempts, pending in batches:
+            self.outputs = 0
             self.result.attempts += attempts
             self.produced.update(row["generation_key"] for row in rows)
             self.done += len(rows)
@@ -224,6 +227,13 @@ class _Run:
             if self.progress:
                 self.progress(self.done, self.done + pending)
             log.info("descriptions: %d finished, %d queued", self.done, pending)
+
+    def output_done(self) -> None:
+        """One output of the batch in flight is done: the count moves per user, not per batch (a retried one is taken
+        back when the batch's rows are counted)."""
+        self.outputs += 1
+        if self.progress:
+            self.progress(min(self.done + self.outputs, self.waiting), self.waiting)
 
     def generate(self) -> None:
         """The queue, then up to ``max_attempts`` passes across users: a near-duplicate of an earlier user, or a

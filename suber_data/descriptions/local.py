@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from suber_data.descriptions.program import (
     parse_output,
 )
 from suber_data.errors import SuberDataError
+from suber_data.progress import without_bars
 
 VICUNA_ROLES = ("USER: ", " ASSISTANT: ")  # SUBER's Vicuna roles: no system prompt
 # No run of this many tokens is sampled twice in one sequence: small models loop ("He has a daughter. He has a
@@ -121,7 +123,8 @@ class LocalBackend:
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, **kwargs)
             placement = {"device_map": device} if device.startswith("cuda") else {}  # load straight onto the GPU
-            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **placement, **kwargs)
+            with without_bars("GGUF tensors", "Loading weights"):  # transformers draws both on every load
+                model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **placement, **kwargs)
         except (OSError, ValueError) as exc:
             raise SuberDataError(
                 f"could not load model {name_or_path!r}{' (' + gguf_file + ')' if gguf_file else ''}: {exc}. "
@@ -170,11 +173,16 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]:
+    reports_each_output = True  # generate(finished=...): called as each sequence of a batch ends
+
+    def generate(
+        self, requests: list[Request], seeds: list[int], decoding: Decoding, finished: Callable[[], None] | None = None
+    ) -> list[Output]:
         grammars = [self.grammar(r, decoding) for r in requests]
         limit = decoding.max_tokens + max(_fixed_chars(r) for r in requests) + 16
         limit += 3 * 8  # each of the description's three spans has a budget of at least 8 tokens
-        runs = self.run_programs([self.prompt_parts(r) for r in requests], grammars, seeds, decoding.temperature, limit)
+        prompts = [self.prompt_parts(r) for r in requests]
+        runs = self.run_programs(prompts, grammars, seeds, decoding.temperature, limit, finished)
         outputs = []
         for request, run in zip(requests, runs, strict=True):
             if run.error:
@@ -197,6 +205,7 @@ class LocalBackend:
         seeds: list[int],
         temperature: float,
         max_steps: int,
+        finished: Callable[[], None] | None = None,
     ) -> list[Run]:
         """Run one llguidance grammar per prompt, all in one batched generation loop.
 
@@ -269,6 +278,8 @@ class LocalBackend:
                 if errors[r] or self.eos in chunk or matcher.is_stopped():
                     finished_at[r] = time.perf_counter()
                     cut[r] = bool(forced[i])
+                    if finished:
+                        finished()
                 else:
                     keep.append(i)
             if not keep:
