@@ -22,15 +22,8 @@ from pathlib import Path
 import torch
 
 from suber_data.descriptions.base import BackendInfo, Output
-from suber_data.descriptions.program import (
-    Choice,
-    Decoding,
-    Request,
-    forced_strings,
-    guidance_program,
-    is_real,
-    parse_output,
-)
+from suber_data.descriptions.grammar import guidance_program, parse_output
+from suber_data.descriptions.program import Choice, Decoding, Request, forced_strings, is_real
 from suber_data.errors import SuberDataError
 from suber_data.progress import without_bars
 

@@ -60,6 +60,34 @@ def description_quality(dataset_dir) -> dg.AssetCheckResult:
     return to_dagster(quality.description_quality(dataset_dir))
 
 
+def _metadata(result: DescriptionResult, folder: Path) -> dict:
+    """What the asset's page shows of a run: counts, a five-row preview, the failures and the plots."""
+    preview = ""
+    if result.path.exists():
+        table = pq.read_table(result.path, columns=["user_id", "variant", "description"]).slice(0, 5)
+        preview = "\n".join(
+            f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |"
+            for r in table.to_pylist()
+        )
+    return {
+        **table_metadata(result.path),
+        "backend": result.backend,
+        "model": result.model,
+        "users": result.total,
+        "written": result.written,
+        "generated": result.generated,
+        "reused": result.reused,
+        "failed": len(result.failed),
+        "attempts": result.attempts,
+        "up_to_date": result.skipped,
+        "seconds": round(result.seconds, 3),
+        "variants": dg.MetadataValue.json(result.variants),
+        "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
+        "failures": dg.MetadataValue.json(result.failed[:50]),
+        **plot_metadata(folder, STEP),
+    }
+
+
 def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     """The description assets and their check of one domain (``keys``: how the domain names its assets)."""
 
@@ -81,32 +109,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
             folder, keys.domain, llm, progress=log_progress(context, "users"), ray=context.resources.ray
         )
         context.log.info(result.summary())
-        preview = ""
-        if result.path.exists():
-            table = pq.read_table(result.path, columns=["user_id", "variant", "description"]).slice(0, 5)
-            preview = "\n".join(
-                f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |"
-                for r in table.to_pylist()
-            )
-        return dg.MaterializeResult(
-            metadata={
-                **table_metadata(result.path),
-                "backend": result.backend,
-                "model": result.model,
-                "users": result.total,
-                "written": result.written,
-                "generated": result.generated,
-                "reused": result.reused,
-                "failed": len(result.failed),
-                "attempts": result.attempts,
-                "up_to_date": result.skipped,
-                "seconds": round(result.seconds, 3),
-                "variants": dg.MetadataValue.json(result.variants),
-                "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
-                "failures": dg.MetadataValue.json(result.failed[:50]),
-                **plot_metadata(folder, STEP),
-            }
-        )
+        return dg.MaterializeResult(metadata=_metadata(result, folder))
 
     @dg.asset(
         key=keys.key("user_description_shards"),
