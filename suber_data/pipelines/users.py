@@ -60,6 +60,32 @@ def _one(folder, name: str) -> dg.AssetCheckResult:
     return to_dagster(results[name])
 
 
+# The users' checks of the library (suber_data.users.checks): (Dagster name, library name, description, blocking).
+USER_CHECKS = (
+    ("users_age_sex", "age_sex_tvd", "age-by-sex total variation distance from the census (or SUBER) target", False),
+    ("users_like_rates", "like_rates", "every genre/category like-rate inside its binomial interval", False),
+    (
+        "users_occupation_rules",
+        "occupation_rules",
+        "occupation rules: children at school, no retired 30-year-olds",
+        False,
+    ),
+    ("users_name_duplicates", "name_duplicates", "full-name duplicates no more than independent names predict", False),
+    (
+        "users_real_split",
+        "real_users_split",
+        "real users: no (user, item) pair both in history and held out; held-out counts as recorded",
+        True,
+    ),
+    (
+        "users_real_no_leak",
+        "real_users_no_leak",
+        "real users: favourites, counts and mean ratings computed from the history alone",
+        True,
+    ),
+)
+
+
 def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     """The ``users`` asset and its checks of one domain (``keys``: how the domain names its assets)."""
 
@@ -116,33 +142,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
         folder = keys.dataset_dir(context)
         return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet"))
 
-    checks = [
-        one_check(
-            "users_age_sex", "age_sex_tvd", "age-by-sex total variation distance from the census (or SUBER) target"
-        ),
-        one_check("users_like_rates", "like_rates", "every genre/category like-rate inside its binomial interval"),
-        one_check(
-            "users_occupation_rules",
-            "occupation_rules",
-            "occupation rules: children at school, no retired 30-year-olds",
-        ),
-        one_check(
-            "users_name_duplicates", "name_duplicates", "full-name duplicates no more than independent names predict"
-        ),
-        one_check(
-            "users_real_split",
-            "real_users_split",
-            "real users: no (user, item) pair both in history and held out; held-out counts as recorded",
-            blocking=True,
-        ),
-        one_check(
-            "users_real_no_leak",
-            "real_users_no_leak",
-            "real users: favourites, counts and mean ratings computed from the history alone",
-            blocking=True,
-        ),
-        users_tastes_in_items,
-    ]
+    checks = [one_check(*spec) for spec in USER_CHECKS] + [users_tastes_in_items]
     return [users_asset], checks
 
 
