@@ -28,6 +28,8 @@ REGENERATE = "make env-fixtures"
 FIXTURES = {
     # 41 movies, 8 users, all described (template backend), MiniLM embeddings
     "movies_sample": ["--users", "8", "--llm", "template", "--embedding-model", "minilm"],
+    # 40 users: enough for the training tests' policies to learn something
+    "movies_sample_40": ["--users", "40", "--llm", "template", "--embedding-model", "minilm"],
     # real users of the release, each with a history and held-out ratings
     "movies_sample_real": [
         "--users", "12", "--profile", "real", "--min-history", "5", "--held-out", "3", "--llm", "template",
