@@ -4,14 +4,12 @@ PPO and A2C beat the baselines; evaluation never repeats an item; a checkpoint r
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("stable_baselines3")
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
