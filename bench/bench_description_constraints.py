@@ -2,7 +2,7 @@
 
 Both programs run on the same batched llguidance engine, the same users, seeds and decoding, in one command.
 The baseline is the program before the change (git history: the description was one free ``gen`` stopped at
-the line break, the checks rejected and a new seed retried); the new one is ``program.guidance_program``.
+the line break, the checks rejected and a new seed retried); the new one is ``grammar.guidance_program``.
 Per program: users whose description the build accepts (``generate.finalize``: cut after its last sentence when
 truncated, then every row check) on the first attempt, users still without one after ``--attempts`` attempts,
 total seconds, and the ratio new/baseline.
@@ -30,7 +30,8 @@ from bench.bench_descriptions import requests_for  # noqa: E402
 from suber_data.descriptions.backends import Output, describe, open_backend  # noqa: E402
 from suber_data.descriptions.checks import Bounds  # noqa: E402
 from suber_data.descriptions.generate import finalize  # noqa: E402
-from suber_data.descriptions.program import Choice, Decoding, attempt_seed, guidance_program, parse_output  # noqa: E402
+from suber_data.descriptions.grammar import guidance_program, parse_output  # noqa: E402
+from suber_data.descriptions.program import Choice, Decoding, attempt_seed  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import SMOKE_BANNER, print_ratio, tiny_llm  # noqa: E402

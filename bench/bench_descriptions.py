@@ -28,14 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from suber_data.descriptions.backends import BackendInfo, describe, open_backend  # noqa: E402
-from suber_data.descriptions.program import (  # noqa: E402
-    Decoding,
-    attempt_seed,
-    build_request,
-    choose_variant,
-    guidance_program,
-    parse_output,
-)
+from suber_data.descriptions.grammar import guidance_program, parse_output  # noqa: E402
+from suber_data.descriptions.program import Decoding, attempt_seed, build_request, choose_variant  # noqa: E402
 from suber_data.descriptions.templates import load_template  # noqa: E402
 from suber_data.users.build import UsersConfig, sample  # noqa: E402
 

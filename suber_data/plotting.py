@@ -28,7 +28,7 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from suber_data.artifacts.io import atomic_path  # noqa: E402
+from suber_data.atomic import atomic_path  # noqa: E402
 
 DPI = 100
 BLUE, ORANGE, GREEN, RED, GREY = "#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8c8c8c"
@@ -158,6 +158,46 @@ def _rect_runs(boxes: list[tuple[int, int, int, int]]) -> str:
     return min((trace(order) for order in itertools.permutations(modes)), key=len)
 
 
+# what tracing the axes finds: frames, filled and outlined boxes, lines and dots by colour, category labels
+_Traced = tuple[list, dict, dict, dict, dict, list]
+
+
+def _trace_axes(ax, box: tuple[int, int, int, int], pt, found: _Traced) -> None:
+    """Add one axes' frame, bars, lines, dots and category labels to ``found`` (``pt``: figure to sketch units)."""
+    x0, y1, x1, y0 = box
+    frames, fills, strokes, lines, dots, labels = found
+    frames.append(f"M{x0} {y1}V{y0}H{x1}")  # the left and bottom spines
+    for patch in ax.patches:
+        if not isinstance(patch, Rectangle) or not patch.get_visible():
+            continue
+        ext = patch.get_window_extent()
+        if not np.isfinite(ext.extents).all():  # a bar of a missing value
+            continue
+        box4 = (*pt(ext.x0, ext.y1), *pt(ext.x1, ext.y0))
+        if patch.get_fill():
+            fills.setdefault(_colour(patch.get_facecolor()), []).append(box4)
+        else:
+            strokes.setdefault(_colour(patch.get_edgecolor()), []).append(box4)
+    for line in ax.lines:  # markers alone (no line between them) are left out; so are missing values
+        xy = line.get_transform().transform(np.ma.filled(line.get_xydata(), np.nan))
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if line.get_linestyle() in ("None", "", " ") or len(xy) < 2:
+            continue
+        (a, b), *rest = [pt(x, y) for x, y in xy]
+        d = f"M{a} {b}" + "".join(f"L{x} {y}" for x, y in rest)
+        lines.setdefault(_colour(line.get_color(), line.get_alpha()), []).append(d)
+    for coll in ax.collections:  # scatter dots (error bars are line collections: left out)
+        offsets = coll.get_offsets()
+        if isinstance(coll, PathCollection) and len(offsets) and len(coll.get_facecolor()):
+            xy = coll.get_offset_transform().transform(np.ma.filled(offsets, np.nan))  # NaN comes masked
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            dots.setdefault(_colour(coll.get_facecolor()[0]), []).extend(pt(x, y) for x, y in xy)
+    for t in ax.get_yticklabels():  # a bar chart's categories, first ones first
+        if t.get_visible() and re.search("[A-Za-z]", t.get_text()):
+            ext = t.get_window_extent()
+            labels.append((x0 + 2, pt(0, (ext.y0 + ext.y1) / 2)[1] + 2, t.get_text()))
+
+
 def sketch_svg(fig, budget: int = SKETCH_CHARS) -> str:
     """Trace a drawn figure as a small SVG: its title, then each axes' frame, bars (filled or outlined) and lines,
     a sample of its dots and its category labels (tick labels with letters), in figure coordinates scaled by
@@ -182,38 +222,10 @@ def sketch_svg(fig, budget: int = SKETCH_CHARS) -> str:
     if len(title) > room:
         title = title[: room - 1] + "\u2026"
     parts = [f"<text x='{left + 2}' y='{top - 3}' font-size='8'>{escape(title)}</text>"] if title else []
-    frames, fills, strokes, lines, dots, labels = [], {}, {}, {}, {}, []
-    for ax, (x0, y1, x1, y0) in zip(shown, boxes, strict=True):
-        frames.append(f"M{x0} {y1}V{y0}H{x1}")  # the left and bottom spines
-        for patch in ax.patches:
-            if not isinstance(patch, Rectangle) or not patch.get_visible():
-                continue
-            ext = patch.get_window_extent()
-            if not np.isfinite(ext.extents).all():  # a bar of a missing value
-                continue
-            box4 = (*pt(ext.x0, ext.y1), *pt(ext.x1, ext.y0))
-            if patch.get_fill():
-                fills.setdefault(_colour(patch.get_facecolor()), []).append(box4)
-            else:
-                strokes.setdefault(_colour(patch.get_edgecolor()), []).append(box4)
-        for line in ax.lines:  # markers alone (no line between them) are left out; so are missing values
-            xy = line.get_transform().transform(np.ma.filled(line.get_xydata(), np.nan))
-            xy = xy[np.isfinite(xy).all(axis=1)]
-            if line.get_linestyle() in ("None", "", " ") or len(xy) < 2:
-                continue
-            (a, b), *rest = [pt(x, y) for x, y in xy]
-            d = f"M{a} {b}" + "".join(f"L{x} {y}" for x, y in rest)
-            lines.setdefault(_colour(line.get_color(), line.get_alpha()), []).append(d)
-        for coll in ax.collections:  # scatter dots (error bars are line collections: left out)
-            offsets = coll.get_offsets()
-            if isinstance(coll, PathCollection) and len(offsets) and len(coll.get_facecolor()):
-                xy = coll.get_offset_transform().transform(np.ma.filled(offsets, np.nan))  # NaN comes masked
-                xy = xy[np.isfinite(xy).all(axis=1)]
-                dots.setdefault(_colour(coll.get_facecolor()[0]), []).extend(pt(x, y) for x, y in xy)
-        for t in ax.get_yticklabels():  # a bar chart's categories, first ones first
-            if t.get_visible() and re.search("[A-Za-z]", t.get_text()):
-                ext = t.get_window_extent()
-                labels.append((x0 + 2, pt(0, (ext.y0 + ext.y1) / 2)[1] + 2, t.get_text()))
+    found: _Traced = ([], {}, {}, {}, {}, [])
+    for ax, box in zip(shown, boxes, strict=True):
+        _trace_axes(ax, box, pt, found)
+    frames, fills, strokes, lines, dots, labels = found
     if frames:
         parts.append(f"<path stroke='#999' fill='none' d='{''.join(frames)}'/>")
     parts += [f"<path fill='{c}' d='{_rect_runs(b)}'/>" for c, b in fills.items()]

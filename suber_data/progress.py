@@ -9,8 +9,12 @@ call a minute or more after the last report, whichever comes first. Dagster's as
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 
@@ -100,3 +104,21 @@ class ProgressReport:
         if since >= self.heartbeat:
             return True
         return since >= self.min_interval and update.done - last_done >= self.every * update.total
+
+
+@contextlib.contextmanager
+def without_bars(*labels: str) -> Iterator[None]:
+    """Keep third-party progress bars whose text holds one of ``labels`` off the console, and let the rest of
+    stderr through once the block ends. For libraries that draw a tqdm bar with no switch to turn it off
+    (transformers de-quantizing a GGUF file; tqdm reads TQDM_DISABLE only when first imported)."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            yield
+    finally:
+        kept = [
+            part
+            for part in re.split(r"(?<=[\r\n])", captured.getvalue())
+            if part.strip() and not any(label in part for label in labels)
+        ]
+        sys.stderr.write("".join(kept))

@@ -71,13 +71,13 @@ def test_actor_struct_agrees():
     assert _schema.ACTOR.equals(schemas.ACTOR)
 
 
-def test_book_items_when_the_contract_defines_them():
-    contract = getattr(schemas, "BOOK_ITEMS", None)
-    if contract is None:
-        pytest.skip("the contract has no BOOK_ITEMS schema yet; suber_env reads books with its own column list")
-    for name, (typ, _required) in _schema.BOOK_ITEM_COLUMNS.items():
-        idx = contract.get_field_index(name)
-        assert idx >= 0 and contract.field(idx).type.equals(typ), name
+def test_book_item_columns_agree():
+    """Every book column the env reads is in the builder's BOOK_ITEMS, with the same type; one the env requires
+    is one the builder never leaves null."""
+    for name, (typ, required) in _schema.BOOK_ITEM_COLUMNS.items():
+        idx = schemas.BOOK_ITEMS.get_field_index(name)
+        assert idx >= 0 and schemas.BOOK_ITEMS.field(idx).type.equals(typ), name
+        assert not (required and schemas.BOOK_ITEMS.field(idx).nullable), name
 
 
 @pytest.mark.parametrize("file", sorted(MIRRORS))

@@ -10,6 +10,8 @@ from suber_data.pipelines.definitions import ASSETS, BOOK_ASSETS, BOOK_CHECKS, C
 from suber_data.pipelines.resources import StorageResource, TMDBResource, UsersResource
 from tests.support.dagster_server import dagster_server, graphql, launch_job, wait_for_run
 
+EMBEDDINGS = ("item_embeddings", "user_embeddings")
+
 
 @pytest.fixture
 def offline(tmp_path, monkeypatch):
@@ -27,7 +29,16 @@ def test_definitions_load_with_jobs_and_checks():
     assert "sample" in defs.resolve_job_def("movies_build_all").partitions_def.get_partition_keys()
     keys = {k.to_user_string() for a in ASSETS for k in a.keys}
     assert {"movielens_release", "tmdb_details", "items", "ratings", "catalog"} <= keys
-    assert len(CHECKS) >= 5
+    # every check of the movie graph, by asset and name: one dropped or renamed fails here
+    checks = {k.to_user_string() for c in CHECKS for k in c.check_keys}
+    assert checks == {
+        *(f"items:items_{n}" for n in ("ids_unique", "schema", "titles_present", "tmdb_coverage")),
+        "ratings:ratings_valid",
+        *(f"users:users_{n}" for n in ("age_sex", "like_rates", "occupation_rules", "name_duplicates")),
+        *(f"users:users_{n}" for n in ("real_split", "real_no_leak", "tastes_in_items")),
+        "user_descriptions:user_descriptions_quality",
+        *(f"{a}:{n}" for a in EMBEDDINGS for n in ("dimension", "no_nan", "one_vector_per_row", "unit_norm")),
+    }
 
 
 def test_cli_selection_comes_from_the_asset_graph_and_defaults_from_the_resources():
@@ -45,7 +56,20 @@ def test_cli_selection_comes_from_the_asset_graph_and_defaults_from_the_resource
     assert resources_for(BuildOptions("movies", "sample", "d", llm="template", seed=7))["llm"].seed == 7
 
 
-def test_materialize_writes_the_same_dataset_as_the_cli(offline):
+def test_materialize_writes_the_same_dataset_as_the_library_and_the_cli(offline):
+    """The Dagster assets add nothing to the library's steps: items and ratings materialized are the bytes of the
+    library's functions called directly, with no Dagster; the CLI (which runs the same graph in-process) checks
+    that its options become the same resources as the UI's defaults."""
+    from suber_data.movies import corpus
+    from suber_data.movies.tmdb import TMDBClient
+
+    direct = offline / "library" / "movies" / "sample"
+    tmdb = TMDBResource()
+    ml = corpus.build_movielens("sample")
+    client = TMDBClient(tmdb.base_url, rate_limit=tmdb.rate_limit, concurrency=tmdb.concurrency, language=tmdb.language)
+    details = corpus.build_tmdb(ml, "sample", client)
+    corpus.build_items(direct, "sample", ml, details, tmdb_settings={"tmdb_language": tmdb.language})
+    corpus.build_ratings(direct, ml, corpus.rating_scale("sample"))
     storage = StorageResource(data_dir=str(offline / "dagster"))
     result = dg.materialize(
         [*ASSETS, *CHECKS],
@@ -62,6 +86,8 @@ def test_materialize_writes_the_same_dataset_as_the_cli(offline):
         assert sha256_file(offline / "dagster" / "movies" / "sample" / name) == sha256_file(
             offline / "cli" / "movies" / "sample" / name
         )
+    for name in ("items.parquet", "ratings.parquet"):
+        assert sha256_file(offline / "dagster" / "movies" / "sample" / name) == sha256_file(direct / name), name
 
 
 @pytest.mark.slow

@@ -1,12 +1,11 @@
-"""Fixtures: the packaged sample built once by the real suber-data builder (every env test that needs a
-movies dataset runs on it), and the real SmolLM2-135M-Instruct."""
+"""Fixtures: the packaged sample as the real suber-data builder writes it, stored under data/ (builder_fixtures.py;
+every env test that needs a movies dataset runs on it, without suber_data installed), and the real
+SmolLM2-135M-Instruct."""
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,35 +16,28 @@ if importlib.util.find_spec("suber_env") is None:  # not installed: use the chec
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def _built_sample(data: Path, *options: str) -> Path:
-    """`suber-data build movies --release sample OPTIONS` run offline in a subprocess (the real builder)."""
-    if importlib.util.find_spec("suber_data") is None:
-        pytest.skip("suber_data is not installed: the env tests run on folders built by the real builder")
-    cmd = "from suber_data.cli.main import app; app()"
-    args = ["build", "movies", "--release", "sample", *options, "--data-dir", str(data)]
-    env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "SUBER_DATA_CACHE": str(data / "cache")}
-    env.pop("SUBER_DATA_MIRROR", None)
-    run = subprocess.run(
-        [sys.executable, "-c", cmd, *args], env=env, capture_output=True, text=True, timeout=900, check=False
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return data / "movies" / "sample"
+def _stored_sample(tmp_path_factory, name: str) -> Path:
+    """A private copy of the stored fixture ``name`` (builder_fixtures.py: written by the real builder, checked
+    for staleness by the main suite), so a test that writes beside the tables leaves the stored one as it is."""
+    from builder_fixtures import REGENERATE, stored
+
+    if not stored(name).is_dir():
+        pytest.fail(f"{stored(name)} is missing: run `{REGENERATE}` (needs suber-data) to write it")
+    return Path(shutil.copytree(stored(name), tmp_path_factory.mktemp(name) / "sample"))
 
 
 @pytest.fixture(scope="session")
 def movies_dir(tmp_path_factory) -> Path:
     """data/movies/sample as `suber-data build movies --release sample --users 8 --llm template
     --embedding-model minilm` writes it: 41 movies, 8 users, all described."""
-    options = ["--users", "8", "--llm", "template", "--embedding-model", "minilm"]
-    return _built_sample(tmp_path_factory.mktemp("built"), *options)
+    return _stored_sample(tmp_path_factory, "movies_sample")
 
 
 @pytest.fixture(scope="session")
 def real_movies_dir(tmp_path_factory) -> Path:
     """data/movies/sample with a real-user population: `... --users 12 --profile real --min-history 5
     --held-out 3 --llm template`."""
-    options = ["--users", "12", "--profile", "real", "--min-history", "5", "--held-out", "3", "--llm", "template"]
-    return _built_sample(tmp_path_factory.mktemp("built-real"), *options)
+    return _stored_sample(tmp_path_factory, "movies_sample_real")
 
 
 @pytest.fixture

@@ -89,6 +89,22 @@ def test_smollm2_runs_whole_suite(smollm2, movies_dir, tmp_path):
     got = res["results"]["transformers"]
     for case in ("genre", "high_low", "similarity", "people"):
         assert 0.0 <= got[case]["score"] <= 1.0, case
+        low, high = got[case]["ci"]
+        assert low - 1e-9 <= got[case]["score"] <= high + 1e-9, case  # the interval is around the figure
+    # each score is the figure its own ratings give, not just a number in range
+    genre, high_low = got["genre"], got["high_low"]
+    positive = np.array(genre["positive"], dtype=bool)
+    assert len(genre["ratings"]) == len(positive) == genre["n"]
+    d = genre["detail"]
+    weighted = d["positive_success"] * positive.sum() + d["negative_success"] * (~positive).sum()
+    assert np.isclose(genre["score"] * genre["n"], weighted)
+    assert high_low["n"] == 2 * 3  # one high and one low persona, three items each
+    assert np.isclose(high_low["score"], (high_low["detail"]["high_success"] + high_low["detail"]["low_success"]) / 2)
+    assert np.isclose(high_low["score"] * 6, round(high_low["score"] * 6))  # a count of successes over six
+    sim = got["similarity"]
+    assert sim["n"] == 10 and np.isclose(sum(sim["detail"]["rater_histogram"]), 1.0)
+    rater, real = (np.array(sim["detail"][k]) for k in ("rater_histogram", "real_histogram"))
+    assert np.isclose(sim["score"], similarity(rater * sim["n"], real))
     assert got["people"]["n"] == 4 and "item_mean" in got["people"]["detail"]["predictors"]
     assert all("not applicable" in got[f"collections_{m}"]["skipped"] for m in ("none", "recent", "features"))
     assert "Genre preference" in (tmp_path / "rep" / "report.md").read_text()

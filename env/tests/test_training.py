@@ -3,33 +3,23 @@ PPO and A2C beat the baselines; evaluation never repeats an item; a checkpoint r
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("stable_baselines3")
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    """``suber-data build movies --release sample --users 40`` (template descriptions, MiniLM embeddings)."""
-    if shutil.which("suber-data") is None and not (Path(sys.executable).parent / "suber-data").exists():
-        pytest.skip("the suber-data builder is not installed")
-    out = tmp_path_factory.mktemp("data")
-    env = {**os.environ, "SUBER_DATA_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    cmd = [str(Path(sys.executable).parent / "suber-data"), "build", "movies", "--release", "sample"]
-    cmd += ["--users", "40", "--llm", "template", "--embedding-model", "minilm", "--data-dir", str(out)]
-    subprocess.run(cmd, check=True, env=env, cwd=ROOT, capture_output=True)
+    """``suber-data build movies --release sample --users 40`` (template descriptions, MiniLM embeddings), as the
+    real builder writes it (stored: builder_fixtures.py)."""
+    from builder_fixtures import stored
     from suber_env import load_dataset
 
-    return load_dataset(out / "movies" / "sample")
+    return load_dataset(shutil.copytree(stored("movies_sample_40"), tmp_path_factory.mktemp("data") / "sample"))
 
 
 def test_ppo_and_a2c_beat_the_baselines(sample, tmp_path):

@@ -12,10 +12,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suber_data.artifacts.io import atomic_duckdb
 from suber_data.artifacts.manifest import fingerprint, read_manifest
 from suber_data.artifacts.schemas import SCHEMA_VERSION
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
+from suber_data.atomic import atomic_duckdb
 
 CATALOG = "catalog.duckdb"
 

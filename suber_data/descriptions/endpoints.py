@@ -26,9 +26,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from suber_data.descriptions.backends import BackendInfo, Output
+from suber_data.descriptions.base import BackendInfo, Output
 from suber_data.descriptions.openai_backend import OpenAIBackend
 from suber_data.descriptions.program import Decoding, Request
+from suber_data.descriptions.settings import DEFAULTS
 from suber_data.errors import SuberDataError
 
 log = logging.getLogger(__name__)
@@ -61,14 +62,14 @@ class MultiEndpointBackend:
         base_urls: list[str],
         *,
         api_key: str | None = None,
-        concurrency: int = 8,
+        concurrency: int = DEFAULTS.concurrency,
         max_retries: int = 5,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         timeout: float = 120.0,
         cooldown: float = 15.0,
         patience: float = 60.0,
-        response_format: str = "json_schema",
+        response_format: str = DEFAULTS.response_format,
     ):
         urls = [u.rstrip("/") for u in base_urls]
         if not urls:
@@ -101,6 +102,50 @@ class MultiEndpointBackend:
 
     def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]:
         return asyncio.run(self._generate(requests, seeds, decoding))
+
+    def _verdict(self, endpoint: Endpoint, request: Request, response: httpx.Response, start: float, tries: int):
+        """What a server's answer means for its request: ``("done", Output)``, ``("fatal", error)`` (the batch
+        stops: a bad key, structured output refused) or ``("again", (reason, delay))``."""
+        status = response.status_code
+        if status == 200:
+            try:
+                output = self.protocol.parse(request, response.json())
+            except ValueError:
+                output = Output(None, error=f"{endpoint.url} answered 200 with a body that is not JSON")
+            output.seconds = time.perf_counter() - start
+            return "done", output
+        if status == 401:
+            return "fatal", SuberDataError(f"{endpoint.url}: 401 unauthorized; set OPENAI_API_KEY (or pass the key)")
+        if status == 400 and "response_format" in response.text and self.protocol.response_format != "none":
+            return "fatal", SuberDataError(
+                f"{endpoint.url} rejected structured output: {response.text[:200]}; try "
+                "response_format='json_object' (llama-cpp-python) or 'none'"
+            )
+        if status in RETRY_STATUS:
+            delay = min(self.max_backoff, self.backoff * 2**tries) * (0.5 + random.random() / 2)
+            with contextlib.suppress(TypeError, ValueError):
+                delay = min(self.max_backoff, max(0.0, float(response.headers.get("Retry-After"))))
+            return "again", (f"{endpoint.url}: HTTP {status}: {response.text[:200]}", delay)
+        return "done", Output(None, error=f"{endpoint.url}: HTTP {status}: {response.text[:200]}")
+
+    async def _watchdog(self, unfinished, fatal: list[BaseException]) -> None:
+        """Stop the batch when every server has been out for ``patience`` seconds."""
+        since = None
+        while unfinished():
+            now = time.monotonic()
+            if all(e.out(now) for e in self.endpoints):
+                since = since or now
+                if now - since >= self.patience:
+                    reasons = "; ".join(f"{e.url}: {e.reason}" for e in self.endpoints)
+                    fatal.append(
+                        SuberDataError(
+                            f"every OpenAI-compatible server is down ({reasons}); finished batches are kept: "
+                            "start the servers and rerun (only what is missing is generated)"
+                        )
+                    )
+            else:
+                since = None
+            await asyncio.sleep(0.1)
 
     async def _generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]:
         n = len(requests)
@@ -151,51 +196,13 @@ class MultiEndpointBackend:
                     continue
                 endpoint.answered += 1
                 endpoint.cooldown = 0.0
-                status = response.status_code
-                if status == 200:
-                    try:
-                        output = self.protocol.parse(requests[i], response.json())
-                    except ValueError:
-                        output = Output(None, error=f"{endpoint.url} answered 200 with a body that is not JSON")
-                    output.seconds = time.perf_counter() - start
-                    outputs[i] = output
-                elif status == 401:
-                    fatal.append(
-                        SuberDataError(f"{endpoint.url}: 401 unauthorized; set OPENAI_API_KEY (or pass the key)")
-                    )
-                elif status == 400 and "response_format" in response.text and self.protocol.response_format != "none":
-                    fatal.append(
-                        SuberDataError(
-                            f"{endpoint.url} rejected structured output: {response.text[:200]}; try "
-                            "response_format='json_object' (llama-cpp-python) or 'none'"
-                        )
-                    )
-                elif status in RETRY_STATUS:
-                    delay = min(self.max_backoff, self.backoff * 2 ** tries[i]) * (0.5 + random.random() / 2)
-                    with contextlib.suppress(TypeError, ValueError):
-                        delay = min(self.max_backoff, max(0.0, float(response.headers.get("Retry-After"))))
-                    again(i, f"{endpoint.url}: HTTP {status}: {response.text[:200]}", delay)
+                kind, value = self._verdict(endpoint, requests[i], response, start, tries[i])
+                if kind == "done":
+                    outputs[i] = value
+                elif kind == "fatal":
+                    fatal.append(value)
                 else:
-                    outputs[i] = Output(None, error=f"{endpoint.url}: HTTP {status}: {response.text[:200]}")
-
-        async def watchdog() -> None:
-            """Stop the batch when every server has been out for ``patience`` seconds."""
-            since = None
-            while unfinished():
-                now = time.monotonic()
-                if all(e.out(now) for e in self.endpoints):
-                    since = since or now
-                    if now - since >= self.patience:
-                        reasons = "; ".join(f"{e.url}: {e.reason}" for e in self.endpoints)
-                        fatal.append(
-                            SuberDataError(
-                                f"every OpenAI-compatible server is down ({reasons}); finished batches are kept: "
-                                "start the servers and rerun (only what is missing is generated)"
-                            )
-                        )
-                else:
-                    since = None
-                await asyncio.sleep(0.1)
+                    again(i, *value)
 
         async with contextlib.AsyncExitStack() as stack:
             clients = [
@@ -207,7 +214,7 @@ class MultiEndpointBackend:
             tasks = [
                 worker(e, c) for e, c in zip(self.endpoints, clients, strict=True) for _ in range(self.concurrency)
             ]
-            await asyncio.gather(watchdog(), *tasks)
+            await asyncio.gather(self._watchdog(unfinished, fatal), *tasks)
         if fatal:
             raise fatal[0]
         return [o for o in outputs if o is not None]

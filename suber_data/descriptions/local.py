@@ -15,22 +15,17 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from suber_data.descriptions.backends import BackendInfo, Output
-from suber_data.descriptions.program import (
-    Choice,
-    Decoding,
-    Request,
-    forced_strings,
-    guidance_program,
-    is_real,
-    parse_output,
-)
+from suber_data.descriptions.base import BackendInfo, Output
+from suber_data.descriptions.grammar import guidance_program, parse_output
+from suber_data.descriptions.program import Choice, Decoding, Request, forced_strings, is_real
 from suber_data.errors import SuberDataError
+from suber_data.progress import without_bars
 
 VICUNA_ROLES = ("USER: ", " ASSISTANT: ")  # SUBER's Vicuna roles: no system prompt
 # No run of this many tokens is sampled twice in one sequence: small models loop ("He has a daughter. He has a
@@ -121,7 +116,8 @@ class LocalBackend:
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, **kwargs)
             placement = {"device_map": device} if device.startswith("cuda") else {}  # load straight onto the GPU
-            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **placement, **kwargs)
+            with without_bars("GGUF tensors", "Loading weights"):  # transformers draws both on every load
+                model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **placement, **kwargs)
         except (OSError, ValueError) as exc:
             raise SuberDataError(
                 f"could not load model {name_or_path!r}{' (' + gguf_file + ')' if gguf_file else ''}: {exc}. "
@@ -170,11 +166,16 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, requests: list[Request], seeds: list[int], decoding: Decoding) -> list[Output]:
+    reports_each_output = True  # generate(finished=...): called as each sequence of a batch ends
+
+    def generate(
+        self, requests: list[Request], seeds: list[int], decoding: Decoding, finished: Callable[[], None] | None = None
+    ) -> list[Output]:
         grammars = [self.grammar(r, decoding) for r in requests]
         limit = decoding.max_tokens + max(_fixed_chars(r) for r in requests) + 16
         limit += 3 * 8  # each of the description's three spans has a budget of at least 8 tokens
-        runs = self.run_programs([self.prompt_parts(r) for r in requests], grammars, seeds, decoding.temperature, limit)
+        prompts = [self.prompt_parts(r) for r in requests]
+        runs = self.run_programs(prompts, grammars, seeds, decoding.temperature, limit, finished)
         outputs = []
         for request, run in zip(requests, runs, strict=True):
             if run.error:
@@ -197,6 +198,7 @@ class LocalBackend:
         seeds: list[int],
         temperature: float,
         max_steps: int,
+        finished: Callable[[], None] | None = None,
     ) -> list[Run]:
         """Run one llguidance grammar per prompt, all in one batched generation loop.
 
@@ -218,7 +220,6 @@ class LocalBackend:
         errors: list[str | None] = [None] * n
         guards = [RepeatGuard() for _ in range(n)]
         bitmask = llt.allocate_token_bitmask(n, self.vocab)
-        arange_bits = torch.arange(32, dtype=torch.int32)
         steps = 0
         while steps < max_steps:
             rows = len(active)
@@ -231,24 +232,8 @@ class LocalBackend:
                 step_rows = [f[:width] for f in forced]
             else:
                 width = 1
-                mask = bitmask[:rows]
-                llt.fill_next_token_bitmask_par(self.executor, [(matchers[r], i) for i, r in enumerate(active)], mask)
-                allowed = ((mask.unsqueeze(-1) >> arange_bits) & 1).bool().reshape(rows, -1)[:, : self.vocab]
-                _ban_repeats(allowed, [guards[r] for r in active])
-                scores = logits.float()
-                if scores.shape[1] > self.vocab:
-                    scores = scores[:, : self.vocab]
-                elif scores.shape[1] < self.vocab:
-                    allowed = allowed[:, : scores.shape[1]]
-                scores = scores.masked_fill(~allowed.to(scores.device, non_blocking=True), float("-inf"))
-                if temperature > 0:
-                    width_v = scores.shape[1]
-                    noise = torch.stack(
-                        [torch.rand(width_v, generator=generators[r], device=scores.device) for r in active]
-                    )
-                    gumbel = -torch.log(-torch.log(noise.clamp_(1e-20, 1.0)))
-                    scores = scores / temperature + gumbel
-                choice = scores.argmax(dim=-1).tolist()
+                rows_of = [(matchers[r], guards[r], generators[r]) for r in active]
+                choice, allowed = self._choose(logits, bitmask[:rows], rows_of, temperature)
                 step_rows = []
                 for i, f in enumerate(forced):
                     if not f and not allowed[i].any():
@@ -269,38 +254,67 @@ class LocalBackend:
                 if errors[r] or self.eos in chunk or matcher.is_stopped():
                     finished_at[r] = time.perf_counter()
                     cut[r] = bool(forced[i])
+                    if finished:
+                        finished()
                 else:
                     keep.append(i)
             if not keep:
                 break
-            step_tokens = torch.tensor([step_rows[i] for i in keep], dtype=torch.long, device=self.device)
-            if len(keep) < rows:
-                index = torch.tensor(keep, dtype=torch.long, device=self.device)
-                cache.batch_select_indices(index)
-                attn = attn.index_select(0, index)
-                next_pos = next_pos.index_select(0, index)
             active = [active[i] for i in keep]
-            attn = torch.cat([attn, attn.new_ones((len(keep), width))], dim=1)
-            out = self.model(
-                input_ids=step_tokens,
-                attention_mask=attn,
-                position_ids=next_pos[:, None] + torch.arange(width, device=self.device),
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-            logits = out.logits[:, -1, :]
-            next_pos = next_pos + width
+            logits, attn, next_pos = self._advance(cache, attn, next_pos, [step_rows[i] for i in keep], keep, rows)
         if active and steps >= max_steps:
             for r in active:
                 if not finished_at[r]:
                     errors[r] = f"no end after {max_steps} steps"
                     finished_at[r] = time.perf_counter()
-        runs = []
-        for r in range(n):
-            text = self.ll_tokenizer.decode_bytes(tokens[r]).decode("utf-8", errors="replace")
-            runs.append(Run(tokens[r], text, finished_at[r] - start, errors[r], cut[r]))
-        return runs
+        decode = self.ll_tokenizer.decode_bytes
+        texts = [decode(t).decode("utf-8", errors="replace") for t in tokens]
+        return [Run(tokens[r], texts[r], finished_at[r] - start, errors[r], cut[r]) for r in range(n)]
+
+    def _advance(self, cache, attn, next_pos, step_rows: list[list[int]], keep: list[int], rows: int):
+        """Feed the rows still running (``keep`` of ``rows``) their tokens of this step, all of one width; the cache
+        drops the finished rows first. Returns the next logits, attention mask and positions."""
+        width = len(step_rows[0])
+        step_tokens = torch.tensor(step_rows, dtype=torch.long, device=self.device)
+        if len(keep) < rows:
+            index = torch.tensor(keep, dtype=torch.long, device=self.device)
+            cache.batch_select_indices(index)
+            attn = attn.index_select(0, index)
+            next_pos = next_pos.index_select(0, index)
+        attn = torch.cat([attn, attn.new_ones((len(keep), width))], dim=1)
+        out = self.model(
+            input_ids=step_tokens,
+            attention_mask=attn,
+            position_ids=next_pos[:, None] + torch.arange(width, device=self.device),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits[:, -1, :], attn, next_pos + width
+
+    def _choose(self, logits, mask, rows_of: list, temperature: float) -> tuple[list[int], torch.Tensor]:
+        """Each row's next token among those its grammar allows (``rows_of``: matcher, repeat guard, generator per
+        row; ``mask``: the rows' bitmask buffer): the best, or with ``temperature`` a Gumbel-max draw from the row's
+        own generator. Returns the tokens and the allowed mask, cut to the logits' width."""
+        import llguidance.torch as llt
+
+        llt.fill_next_token_bitmask_par(self.executor, [(m, i) for i, (m, _, _) in enumerate(rows_of)], mask)
+        bits = torch.arange(32, dtype=torch.int32)
+        allowed = ((mask.unsqueeze(-1) >> bits) & 1).bool().reshape(len(rows_of), -1)[:, : self.vocab]
+        _ban_repeats(allowed, [guard for _, guard, _ in rows_of])
+        generators = [g for _, _, g in rows_of]
+        scores = logits.float()
+        if scores.shape[1] > self.vocab:
+            scores = scores[:, : self.vocab]
+        elif scores.shape[1] < self.vocab:
+            allowed = allowed[:, : scores.shape[1]]
+        scores = scores.masked_fill(~allowed.to(scores.device, non_blocking=True), float("-inf"))
+        if temperature > 0:
+            width = scores.shape[1]
+            noise = torch.stack([torch.rand(width, generator=g, device=scores.device) for g in generators])
+            gumbel = -torch.log(-torch.log(noise.clamp_(1e-20, 1.0)))
+            scores = scores / temperature + gumbel
+        return scores.argmax(dim=-1).tolist(), allowed
 
     def _prefill(self, prompts: list[tuple[str, str]]):
         """Run the prompts through the model: (cache, last logits, attention mask, next positions)."""

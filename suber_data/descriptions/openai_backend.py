@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 
-from suber_data.descriptions.backends import BackendInfo, Output
+from suber_data.descriptions.base import BackendInfo, Output
 from suber_data.descriptions.program import DESCRIPTION, Choice, Decoding, Request
+from suber_data.descriptions.settings import DEFAULTS
 from suber_data.errors import SuberDataError
 from suber_data.retry import TRANSIENT_STATUS, Retryable, async_retrying, retry_after
 
@@ -37,12 +38,12 @@ class OpenAIBackend:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        concurrency: int = 8,
+        concurrency: int = DEFAULTS.concurrency,
         max_retries: int = 5,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         timeout: float = 120.0,
-        response_format: str = "json_schema",
+        response_format: str = DEFAULTS.response_format,
     ):
         self.info = info
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")

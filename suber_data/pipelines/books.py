@@ -12,7 +12,7 @@ from suber_data.books import checks as checks_lib
 from suber_data.books import corpus
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.keys import DomainKeys, release_of
-from suber_data.pipelines.metadata import TABLE_KINDS, code_version, schema_metadata, table_metadata
+from suber_data.pipelines.metadata import TABLE_KINDS, code_version, markdown_table, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 
 KEYS = DomainKeys("books", domain="books")
@@ -68,16 +68,16 @@ def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     path = KEYS.dataset_dir(context) / "items.parquet"
     preview = duck.arrow(
         f"SELECT item_id, title, year, genres, vote_average, vote_count FROM read_parquet('{path}') LIMIT 10"
-    ).to_pandas()
+    )
     categories = duck.arrow(
         f"SELECT genre AS category, count(*) AS books FROM (SELECT unnest(genres) AS genre FROM read_parquet('{path}'))"
         " GROUP BY genre ORDER BY books DESC, genre LIMIT 20"
-    ).to_pandas()
+    )
     return _result(
         result,
         context,
-        preview=dg.MetadataValue.md(preview.to_markdown(index=False)),
-        categories=dg.MetadataValue.md(categories.to_markdown(index=False)),
+        preview=markdown_table(preview),
+        categories=markdown_table(categories),
         **plot_metadata(path.parent, "items"),
         **table_metadata(path),
     )

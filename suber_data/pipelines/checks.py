@@ -15,11 +15,18 @@ from suber_data.artifacts.checks import CheckOutcome
 
 def to_dagster(outcome: CheckOutcome, asset_key: dg.AssetKey | str | None = None) -> dg.AssetCheckResult:
     severity = dg.AssetCheckSeverity.WARN if outcome.severity == "warn" else dg.AssetCheckSeverity.ERROR
-    metadata = {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in outcome.metadata.items()}
+    metadata = {k: _value(v) for k, v in outcome.metadata.items()}
     if outcome.description:
         metadata["description"] = outcome.description
     extra = {"asset_key": asset_key, "check_name": outcome.name} if asset_key is not None else {}
     return dg.AssetCheckResult(passed=bool(outcome.passed), severity=severity, metadata=metadata, **extra)
+
+
+def _value(v):
+    """A figure as Dagster shows it: scalars as they are, lists and tables as JSON, anything else as text."""
+    if isinstance(v, int | float | str | bool):
+        return v
+    return dg.MetadataValue.json(v) if isinstance(v, list | dict) else str(v)
 
 
 def multi_check(

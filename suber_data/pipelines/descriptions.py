@@ -12,16 +12,15 @@ import pyarrow.parquet as pq
 
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
-from suber_data.descriptions import OUTPUT, STEP, DescriptionResult, generate_descriptions
-from suber_data.descriptions.checks import check_row, held_out_leaks, near_duplicates
+from suber_data.descriptions import STEP, DescriptionResult, generate_descriptions, quality
 from suber_data.descriptions.generate import CHECKS_VERSION, USERS
 from suber_data.descriptions.templates import VARIANTS, load_template
+from suber_data.pipelines.checks import to_dagster
 from suber_data.pipelines.keys import ROOT, DomainKeys
 from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.progress import log_progress
 from suber_data.pipelines.resources import LLMResource, RayResource
-from suber_data.users.real_checks import user_titles
 
 
 def prompt_family(folder: Path, keys: DomainKeys) -> str:
@@ -39,18 +38,8 @@ def run_descriptions(
 ) -> DescriptionResult:
     return generate_descriptions(
         folder,
-        backend=llm.backend,
-        model=llm.model,
+        llm.settings(),
         domain=domain,
-        base_url=llm.base_url,
-        batch_size=llm.batch_size,
-        max_attempts=llm.max_attempts,
-        temperature=llm.temperature,
-        max_tokens=llm.max_tokens,
-        seed=llm.seed,
-        concurrency=llm.concurrency,
-        response_format=llm.response_format,
-        block_size=llm.block_size,
         user_ids=user_ids,
         progress=progress,
         runner=ray.runner() if ray is not None else None,
@@ -73,48 +62,36 @@ CODE_VERSION = code_version(CHECKS_VERSION, USER_DESCRIPTIONS, {v: load_template
 
 
 def description_quality(dataset_dir) -> dg.AssetCheckResult:
-    """Every user has a description that passes the checks (rows, generation failures, near-duplicates, and for
-    real users no held-out title named)."""
-    users = {r["user_id"]: r for r in pq.read_table(dataset_dir / USERS).to_pylist()}
-    rows = pq.read_table(dataset_dir / OUTPUT).to_pylist()
-    section = read_manifest(dataset_dir).get("steps", {}).get(STEP, {})
-    failed = list(section.get("failures", []))
-    problems: list[dict] = []
-    for row in rows:
-        user = users.get(row["user_id"])
-        if user is None:
-            problems.append({"user_id": row["user_id"], "problems": ["no such user in users.parquet"]})
-            continue
-        found = check_row(row["description"], user)
-        if found:
-            problems.append({"user_id": row["user_id"], "problems": found})
-    # real users: no description names a held-out title its history does not hold (the leak check)
-    leaks = held_out_leaks({r["user_id"]: r["description"] for r in rows}, user_titles(Path(dataset_dir)))
-    problems.extend({"user_id": uid, "problems": found} for uid, found in sorted(leaks.items()))
-    if not rows or rows[0]["backend"] != "template":
-        ordered = sorted(rows, key=lambda r: r["user_id"])
-        for j, (i, jaccard) in near_duplicates([r["description"] for r in ordered]).items():
-            problems.append(
-                {"user_id": ordered[j]["user_id"],
-                 "problems": [f"near-duplicate of user {ordered[i]['user_id']} (Jaccard {jaccard:.2f})"]}
-            )  # fmt: skip
-    missing = sorted(set(users) - {r["user_id"] for r in rows} - {f["user_id"] for f in failed})
-    backends = sorted({r["backend"] for r in rows})
-    return dg.AssetCheckResult(
-        passed=not failed and not problems and not missing,
-        severity=dg.AssetCheckSeverity.ERROR,
-        metadata={
-            "users": len(users),
-            "descriptions": len(rows),
-            "failed_generation": len(failed),
-            "failing_rows": len(problems),
-            "missing": len(missing),
-            "held_out_leaks": len(leaks),
-            "backends": ", ".join(backends),
-            "template_backend": "template" in backends,
-            "failures": dg.MetadataValue.json((failed + problems)[:50]),
-        },
-    )
+    """The library's quality check (``descriptions.quality``) as Dagster's result."""
+    return to_dagster(quality.description_quality(dataset_dir))
+
+
+def _metadata(result: DescriptionResult, folder: Path) -> dict:
+    """What the asset's page shows of a run: counts, a five-row preview, the failures and the plots."""
+    preview = ""
+    if result.path.exists():
+        table = pq.read_table(result.path, columns=["user_id", "variant", "description"]).slice(0, 5)
+        preview = "\n".join(
+            f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |"
+            for r in table.to_pylist()
+        )
+    return {
+        **table_metadata(result.path),
+        "backend": result.backend,
+        "model": result.model,
+        "users": result.total,
+        "written": result.written,
+        "generated": result.generated,
+        "reused": result.reused,
+        "failed": len(result.failed),
+        "attempts": result.attempts,
+        "up_to_date": result.skipped,
+        "seconds": round(result.seconds, 3),
+        "variants": dg.MetadataValue.json(result.variants),
+        "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
+        "failures": dg.MetadataValue.json(result.failed[:50]),
+        **plot_metadata(folder, STEP),
+    }
 
 
 def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
@@ -142,32 +119,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
             ray=context.resources.ray,
         )
         context.log.info(result.summary())
-        preview = ""
-        if result.path.exists():
-            table = pq.read_table(result.path, columns=["user_id", "variant", "description"]).slice(0, 5)
-            preview = "\n".join(
-                f"| {r['user_id']} | {r['variant']} | {r['description'][:160].replace('|', '/')} |"
-                for r in table.to_pylist()
-            )
-        return dg.MaterializeResult(
-            metadata={
-                **table_metadata(result.path),
-                "backend": result.backend,
-                "model": result.model,
-                "users": result.total,
-                "written": result.written,
-                "generated": result.generated,
-                "reused": result.reused,
-                "failed": len(result.failed),
-                "attempts": result.attempts,
-                "up_to_date": result.skipped,
-                "seconds": round(result.seconds, 3),
-                "variants": dg.MetadataValue.json(result.variants),
-                "preview": dg.MetadataValue.md("| user | variant | description |\n|---|---|---|\n" + preview),
-                "failures": dg.MetadataValue.json(result.failed[:50]),
-                **plot_metadata(folder, STEP),
-            }
-        )
+        return dg.MaterializeResult(metadata=_metadata(result, folder))
 
     @dg.asset(
         key=keys.key("user_description_shards"),

@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tabulate import tabulate
 
 from suber_data.artifacts.manifest import fingerprint
 
@@ -19,6 +20,12 @@ from suber_data.artifacts.manifest import fingerprint
 TABLE_KINDS = {"duckdb", "parquet"}  # SQL over Parquet, a Parquet table out
 PYTHON_KINDS = {"python", "parquet"}  # Arrow/numpy in Python, a Parquet table out
 MODEL_KINDS = {"python", "parquet", "huggingface"}  # a Hugging Face model writes the table
+
+
+def markdown_table(table: pa.Table | pa.RecordBatch) -> dg.MetadataValue:
+    """A small table as a Markdown preview on the asset's page (a list cell as its items, comma-separated)."""
+    rows = [[", ".join(map(str, v)) if isinstance(v, list) else v for v in row.values()] for row in table.to_pylist()]
+    return dg.MetadataValue.md(tabulate(rows, headers=table.column_names, tablefmt="pipe"))
 
 
 def code_version(*parts: Any) -> str:

@@ -9,7 +9,14 @@ from suber_data.movies import corpus, movielens
 from suber_data.movies.tmdb import TMDBClient
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.keys import ROOT, release_of
-from suber_data.pipelines.metadata import PYTHON_KINDS, TABLE_KINDS, code_version, schema_metadata, table_metadata
+from suber_data.pipelines.metadata import (
+    PYTHON_KINDS,
+    TABLE_KINDS,
+    code_version,
+    markdown_table,
+    schema_metadata,
+    table_metadata,
+)
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, TMDBResource
 
@@ -75,10 +82,8 @@ def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMD
     settings = {"tmdb_language": tmdb.language} if tmdb.enabled else {}
     result = corpus.build_items(folder, release, ml, details, tmdb_settings=settings)
     path = folder / "items.parquet"
-    preview = duck.arrow(
-        f"SELECT item_id, title, year, genres, director FROM read_parquet('{path}') LIMIT 10"
-    ).to_pandas()
-    preview = dg.MetadataValue.md(preview.to_markdown(index=False))
+    preview = duck.arrow(f"SELECT item_id, title, year, genres, director FROM read_parquet('{path}') LIMIT 10")
+    preview = markdown_table(preview)
     return _result(result, context, preview=preview, **table_metadata(path), **plot_metadata(folder, "items"))
 
 

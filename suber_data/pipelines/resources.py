@@ -8,12 +8,15 @@ entry points write identical artifacts. The fields' defaults are plain values; t
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
 from suber_data import settings
+from suber_data.descriptions.settings import DEFAULTS, DescriptionSettings
 
 
 def from_env(name: str, default: str | None) -> str | dg.EnvVar | None:
@@ -64,20 +67,32 @@ class UsersResource(dg.ConfigurableResource):
 
 
 class LLMResource(dg.ConfigurableResource):
-    """User-description generation settings."""
+    """User-description generation settings: the fields of ``DescriptionSettings`` a run can set, with its defaults.
+    ``settings()`` gives the library's object; ``of(settings)`` the resource that carries it."""
 
-    backend: str = "smollm2"  # transformers, openai, smollm2 (offline), template (no LLM)
-    model: str | None = None
-    base_url: str | None = None  # openai backend; its key comes from OPENAI_API_KEY
-    batch_size: int = 16
-    max_attempts: int = 3
-    temperature: float = 0.7
-    max_tokens: int = 300
-    seed: int = 0
-    concurrency: int = 8  # openai backend: requests in flight
-    block_size: int = 256  # users per block: a Ray worker's unit, and the frame of the batches (any runner)
-    response_format: str = "json_schema"  # openai backend: "json_schema", "json_object" (llama.cpp server) or "none"
-    shard_size: int = 10_000  # user ids per partition of `user_description_shards`
+    backend: str = DEFAULTS.backend  # transformers, openai, smollm2 (offline), template (no LLM)
+    model: str | None = DEFAULTS.model
+    base_url: str | None = DEFAULTS.base_url  # openai backend; its key comes from OPENAI_API_KEY
+    batch_size: int = DEFAULTS.batch_size
+    max_attempts: int = DEFAULTS.max_attempts
+    temperature: float = DEFAULTS.temperature
+    max_tokens: int = DEFAULTS.max_tokens
+    seed: int = DEFAULTS.seed
+    concurrency: int = DEFAULTS.concurrency  # openai backend: requests in flight
+    block_size: int = DEFAULTS.block_size  # users per block: a Ray worker's unit, and the frame of the batches
+    response_format: str = DEFAULTS.response_format  # openai: "json_schema", "json_object" (llama.cpp server), "none"
+    shard_size: int = 10_000  # user ids per partition of `user_description_shards` (Dagster's own, not the library's)
+
+    def settings(self) -> DescriptionSettings:
+        return DescriptionSettings(**{k: v for k, v in self.model_dump().items() if k in _SETTINGS})
+
+    @classmethod
+    def of(cls, settings: DescriptionSettings, **dagster: Any) -> LLMResource:
+        """The resource carrying ``settings`` (the fields it has; ``dagster``: its own, such as ``shard_size``)."""
+        return cls(**{k: v for k, v in settings.fields().items() if k in cls.model_fields}, **dagster)
+
+
+_SETTINGS = {f.name for f in dataclasses.fields(DescriptionSettings)}
 
 
 # Ray directly rather than dagster-ray: these steps need a connection to an existing cluster from inside the

@@ -9,11 +9,10 @@ from suber_data.artifacts.checks import CheckOutcome
 from suber_data.artifacts.schemas import USERS
 from suber_data.pipelines.checks import to_dagster
 from suber_data.pipelines.keys import ROOT, DomainKeys
-from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, schema_metadata, table_metadata
+from suber_data.pipelines.metadata import PYTHON_KINDS, code_version, markdown_table, schema_metadata, table_metadata
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import StorageResource, UsersResource
 from suber_data.users import build as B
-from suber_data.users.checks import CheckResult
 from suber_data.users.vocabulary import check_tastes_in_items
 
 GROUP = "users"
@@ -47,7 +46,7 @@ def users_config(storage: StorageResource, users: UsersResource) -> B.UsersConfi
 
 
 @functools.lru_cache(maxsize=4)
-def _checks_of(folder: str, mtime_ns: int, size: int) -> dict[str, CheckResult]:
+def _checks_of(folder: str, mtime_ns: int, size: int) -> dict[str, CheckOutcome]:
     # the four checks share one evaluation per users.parquet version
     return {r.name: r for r in B.check_users_dataset(folder)}
 
@@ -58,7 +57,33 @@ def _one(folder, name: str) -> dg.AssetCheckResult:
     if name not in results:  # a check of the other kind of population (synthetic targets, or the real split)
         kind = "real" if "real_users_split" in results else "synthetic"
         return to_dagster(CheckOutcome(name, True, description=f"not applicable to a {kind} population"))
-    return to_dagster(results[name].outcome())
+    return to_dagster(results[name])
+
+
+# The users' checks of the library (suber_data.users.checks): (Dagster name, library name, description, blocking).
+USER_CHECKS = (
+    ("users_age_sex", "age_sex_tvd", "age-by-sex total variation distance from the census (or SUBER) target", False),
+    ("users_like_rates", "like_rates", "every genre/category like-rate inside its binomial interval", False),
+    (
+        "users_occupation_rules",
+        "occupation_rules",
+        "occupation rules: children at school, no retired 30-year-olds",
+        False,
+    ),
+    ("users_name_duplicates", "name_duplicates", "full-name duplicates no more than independent names predict", False),
+    (
+        "users_real_split",
+        "real_users_split",
+        "real users: no (user, item) pair both in history and held out; held-out counts as recorded",
+        True,
+    ),
+    (
+        "users_real_no_leak",
+        "real_users_no_leak",
+        "real users: favourites, counts and mean ratings computed from the history alone",
+        True,
+    ),
+)
 
 
 def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
@@ -86,8 +111,7 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
             "rows": result.counts.get("users", 0),
             **table_metadata(result.path),
         }
-        preview = next(pq.ParquetFile(result.path).iter_batches(batch_size=10)).to_pandas()
-        metadata["preview"] = dg.MetadataValue.md(preview.to_markdown(index=False))
+        metadata["preview"] = markdown_table(next(pq.ParquetFile(result.path).iter_batches(batch_size=10)))
         metadata |= plot_metadata(folder, B.STEP)
         for check in result.checks:
             metadata[f"check_{check.name}"] = f"{'pass' if check.passed else 'fail'}: {check.detail}"
@@ -116,35 +140,9 @@ def make(keys: DomainKeys = ROOT) -> tuple[list, list]:
     )
     def users_tastes_in_items(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         folder = keys.dataset_dir(context)
-        return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet").outcome())
+        return to_dagster(check_tastes_in_items(folder / B.TABLE, folder / "items.parquet"))
 
-    checks = [
-        one_check(
-            "users_age_sex", "age_sex_tvd", "age-by-sex total variation distance from the census (or SUBER) target"
-        ),
-        one_check("users_like_rates", "like_rates", "every genre/category like-rate inside its binomial interval"),
-        one_check(
-            "users_occupation_rules",
-            "occupation_rules",
-            "occupation rules: children at school, no retired 30-year-olds",
-        ),
-        one_check(
-            "users_name_duplicates", "name_duplicates", "full-name duplicates no more than independent names predict"
-        ),
-        one_check(
-            "users_real_split",
-            "real_users_split",
-            "real users: no (user, item) pair both in history and held out; held-out counts as recorded",
-            blocking=True,
-        ),
-        one_check(
-            "users_real_no_leak",
-            "real_users_no_leak",
-            "real users: favourites, counts and mean ratings computed from the history alone",
-            blocking=True,
-        ),
-        users_tastes_in_items,
-    ]
+    checks = [one_check(*spec) for spec in USER_CHECKS] + [users_tastes_in_items]
     return [users_asset], checks
 
 

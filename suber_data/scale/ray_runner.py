@@ -49,15 +49,30 @@ from suber_data.errors import SuberDataError
 log = logging.getLogger(__name__)
 
 # Environment the workers get from the driver when set there (offline switches, the OpenAI key is not here:
-# it travels inside the backend's options, never in a log or the manifest).
-FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "SUBER_DATA_OFFLINE", "HF_HOME")
+# it travels inside the backend's options, never in a log or the manifest). MODEL_ENV is what suber_env's own
+# Ray connection (suber_env.evaluation.ray_rating) forwards too: tests/test_ray_contract.py holds the two together.
+MODEL_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
+FORWARDED_ENV = (*MODEL_ENV, "SUBER_DATA_OFFLINE")
+
+
+def runtime_env(ship_code: bool) -> dict[str, Any]:
+    """What ``ray.init`` gives the workers: the forwarded variables set here, and this process's suber_data."""
+    env: dict[str, Any] = {}
+    forwarded = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
+    if forwarded:
+        env["env_vars"] = forwarded
+    if ship_code:
+        import suber_data
+
+        env["py_modules"] = [str(Path(suber_data.__file__).parent)]
+    return env
 
 
 @dataclass(frozen=True)
 class RayOptions:
     """Where and how wide: ``address`` as ``ray.init`` takes it ("auto", "HOST:PORT", "ray://HOST:10001", or
     "local" to start a Ray inside this process); per-actor resources; the embedding block size. (The
-    descriptions' block is a generation setting, ``generate_descriptions(block_size=...)``: it frames the
+    descriptions' block is a generation setting, ``DescriptionSettings.block_size``: it frames the
     batches, so one process and any number of workers given the same blocks write the same rows.)"""
 
     address: str = "auto"
@@ -121,18 +136,10 @@ class RayRunner:
             return ray
         o = self.options
         check_reachable(o.address)
-        runtime_env: dict[str, Any] = {}
-        env = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
-        if env:
-            runtime_env["env_vars"] = env
-        if o.ship_code:
-            import suber_data
-
-            runtime_env["py_modules"] = [str(Path(suber_data.__file__).parent)]
         extra = {"include_dashboard": False} if o.address == "local" else {}
         on_sigterm = signal.getsignal(signal.SIGTERM)
         try:
-            ray.init(address=o.address, runtime_env=runtime_env or None, log_to_driver=False, **extra)
+            ray.init(address=o.address, runtime_env=runtime_env(o.ship_code) or None, log_to_driver=False, **extra)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise SuberDataError(
                 f"could not connect to Ray at {o.address!r} ({exc}); start it with `ray start --head` "
@@ -192,11 +199,13 @@ class RayRunner:
         if not queue:
             return
         # Workers generate with the driver's key and server unless options name them (their own env may lack them).
-        kwargs = dict(generation.open_kwargs)
         if generation.info.backend == "openai":
-            kwargs["api_key"] = kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY")
-            kwargs["base_url"] = kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
-        generation = dataclasses.replace(generation, open_kwargs=kwargs)
+            s = generation.settings
+            s = s.changed(
+                api_key=s.api_key or os.environ.get("OPENAI_API_KEY"),
+                base_url=s.base_url or os.environ.get("OPENAI_BASE_URL"),
+            )
+            generation = dataclasses.replace(generation, settings=s)
         tables = [
             pa.table(
                 {

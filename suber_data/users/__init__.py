@@ -10,14 +10,13 @@ from suber_data.users.build import (
     sample,
 )
 from suber_data.users.census import AgeSexTable, CensusSpec, load_census, parse_census_csv
-from suber_data.users.checks import CheckResult, users_report
+from suber_data.users.checks import users_report
 from suber_data.users.sampler import OccupationRules, Population, sample_census_population
 from suber_data.users.suber import sample_suber_population
 
 __all__ = [
     "AgeSexTable",
     "CensusSpec",
-    "CheckResult",
     "OccupationRules",
     "Population",
     "UsersBuild",

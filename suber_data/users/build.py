@@ -182,7 +182,7 @@ def age_sex_target(config: UsersConfig, inputs: Inputs) -> np.ndarray:
 
 def run_checks(
     table: pa.Table, config: UsersConfig, inputs: Inputs, *, skip: set[str] = frozenset()
-) -> tuple[list[C.CheckResult], list[C.RateRow]]:
+) -> tuple[list[C.CheckOutcome], list[C.RateRow]]:
     results = [
         C.check_age_sex(table, age_sex_target(config, inputs), systematic=config.profile == "census"),
     ]
@@ -199,7 +199,7 @@ def run_checks(
 class UsersBuild(StepResult):
     """The step result plus what the users step shows beside its counts."""
 
-    checks: list[C.CheckResult] = field(default_factory=list)
+    checks: list[C.CheckOutcome] = field(default_factory=list)
     plots: dict[str, Path] = field(default_factory=dict)
     population: Population | None = None
 
@@ -318,7 +318,7 @@ def _plots(
     }
 
 
-def check_users_dataset(dataset_dir: str | Path) -> list[C.CheckResult]:
+def check_users_dataset(dataset_dir: str | Path) -> list[C.CheckOutcome]:
     """Re-run every check on a built ``users.parquet`` against the targets of its recorded settings."""
     dataset_dir = Path(dataset_dir)
     section = read_manifest(dataset_dir).get("steps", {}).get(STEP)
@@ -400,7 +400,7 @@ def build_real_users(dataset_dir: Path, config: UsersConfig, *, force: bool = Fa
     return UsersBuild(step.step, fp, step.skipped, step.counts, path, step.section, **built)
 
 
-def real_checks(dataset_dir: Path) -> list[C.CheckResult]:
+def real_checks(dataset_dir: Path) -> list[C.CheckOutcome]:
     """The real population's checks: the split as recorded, and no held-out rating behind any persona field."""
     from suber_data.users import real_checks as real
 
@@ -411,4 +411,4 @@ def real_checks(dataset_dir: Path) -> list[C.CheckResult]:
         real.check_split(users, user_ratings, settings),
         real.check_persona_leak(users, user_ratings, pq.read_table(dataset_dir / "items.parquet")),
     ]
-    return [C.CheckResult.from_outcome(o) for o in outcomes]
+    return [o.problems_in_detail() for o in outcomes]

@@ -1,7 +1,7 @@
 """Checks that compare a sampled population with its targets; shared by Dagster asset checks and the CLI.
 
-Each check returns a CheckResult (name, passed, observed, target, detail, severity); ``outcome()`` gives
-the neutral ``CheckOutcome`` the Dagster layer converts. The targets:
+Each check returns the library's ``CheckOutcome`` (``CheckOutcome.measured``: name, passed, observed, target,
+detail, severity), which the Dagster layer converts. The targets:
 - age by sex: the census cells in the age range (census profile) or SUBER's bucket distribution with
   a fair sex coin (suber profile), compared by total variation distance (TVD);
 - like-rates: for each genre/category, the rate at which it appears in the liked (and disliked)
@@ -35,42 +35,6 @@ from suber_data.users.sampler import (
 )
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    passed: bool
-    observed: Any
-    target: Any
-    detail: str
-    severity: str = "error"  # "error" or "warn"
-
-    @classmethod
-    def from_outcome(cls, o: CheckOutcome) -> CheckResult:
-        problems = o.metadata.get("problems", "none")
-        detail = o.description if o.passed else f"{o.description}: {problems}"
-        return cls(o.name, o.passed, problems, "none", detail, o.severity)
-
-    def outcome(self) -> CheckOutcome:
-        """The neutral form the Dagster layer and the CLI share."""
-        return CheckOutcome(
-            self.name,
-            bool(self.passed),
-            "warn" if self.severity == "warn" else "error",
-            self.detail,
-            {"observed": str(self.observed), "target": str(self.target)},
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "passed": self.passed,
-            "observed": self.observed,
-            "target": self.target,
-            "detail": self.detail,
-            "severity": self.severity,
-        }
-
-
 def age_sex_counts(table: pa.Table, age_max: int = 100) -> np.ndarray:
     """A (2, age_max+1) count matrix, row 0 male, row 1 female."""
     sex = pc.equal(table["sex"], "F").to_numpy(zero_copy_only=False).astype(np.int64)
@@ -78,7 +42,7 @@ def age_sex_counts(table: pa.Table, age_max: int = 100) -> np.ndarray:
     return np.bincount(sex * (age_max + 1) + age, minlength=2 * (age_max + 1)).reshape(2, age_max + 1)
 
 
-def check_age_sex(table: pa.Table, target: np.ndarray, *, systematic: bool, threshold: float = 0.01) -> CheckResult:
+def check_age_sex(table: pa.Table, target: np.ndarray, *, systematic: bool, threshold: float = 0.01) -> CheckOutcome:
     """TVD between the population's sex-age shares and ``target`` (a (2, 101) probability matrix).
 
     The allowed TVD is ``threshold`` or, for small populations, what the sampling design permits:
@@ -90,7 +54,7 @@ def check_age_sex(table: pa.Table, target: np.ndarray, *, systematic: bool, thre
     cells = int(np.count_nonzero(target))
     bound = cells / (2 * n) if systematic else 2 * 0.5 * float(np.sqrt(target * (1 - target) / n).sum())
     allowed = max(threshold, bound)
-    return CheckResult(
+    return CheckOutcome.measured(
         "age_sex_tvd",
         tvd <= allowed,
         round(tvd, 5),
@@ -211,7 +175,7 @@ def rate_intervals(rows: list[RateRow], confidence: float = 0.99) -> tuple[np.nd
     return score_interval(np.array([r.observed for r in rows]), rows[0].n, confidence)
 
 
-def check_like_rates(rows: list[RateRow], *, confidence: float = 0.99) -> CheckResult:
+def check_like_rates(rows: list[RateRow], *, confidence: float = 0.99) -> CheckOutcome:
     """Passes when every rate is inside its family-wise interval (Bonferroni over all rates, so 130
     book-category rates do not raise a false alarm 73 % of the time); the detail also counts the targets
     outside the individual ``confidence`` interval of their observed rate (the plot's), which chance alone puts
@@ -237,7 +201,7 @@ def check_like_rates(rows: list[RateRow], *, confidence: float = 0.99) -> CheckR
             f"{r.list_kind} {r.name} target {r.target:.4f} not in [{lo:.4f}, {hi:.4f}] around {r.observed:.4f}"
             for r, lo, hi in outside[:6]
         )
-    return CheckResult(
+    return CheckOutcome.measured(
         "like_rates",
         not failing,
         {f"{r.list_kind}:{r.name}": round(r.observed, 4) for r in rows},
@@ -247,7 +211,7 @@ def check_like_rates(rows: list[RateRow], *, confidence: float = 0.99) -> CheckR
     )
 
 
-def check_occupation_rules(table: pa.Table, rules: OccupationRules) -> CheckResult:
+def check_occupation_rules(table: pa.Table, rules: OccupationRules) -> CheckOutcome:
     age = table["age"].to_numpy(zero_copy_only=False).astype(np.int64)
     job = np.asarray(table["occupation"].to_numpy(zero_copy_only=False), dtype=object)
     special = np.isin(job, SPECIAL_OCCUPATIONS)
@@ -268,7 +232,7 @@ def check_occupation_rules(table: pa.Table, rules: OccupationRules) -> CheckResu
         f">= {rules.retire_min} retired, others employed"
     )
     detail += "; violations: " + (", ".join(f"{k}={v}" for k, v in violations.items() if v) or "none")
-    return CheckResult("occupation_rules", total == 0, total, 0, detail)
+    return CheckOutcome.measured("occupation_rules", total == 0, total, 0, detail)
 
 
 def _same_pair_probability(values: pa.ChunkedArray | pa.Array) -> float:
@@ -277,7 +241,7 @@ def _same_pair_probability(values: pa.ChunkedArray | pa.Array) -> float:
     return float((counts * (counts - 1)).sum() / (n * (n - 1))) if n > 1 else 0.0
 
 
-def check_name_duplicates(table: pa.Table) -> CheckResult:
+def check_name_duplicates(table: pa.Table) -> CheckOutcome:
     """Pairs of users sharing a full name, against C(n,2) * P(same first) * P(same last): first and last
     names are drawn independently, so more than that (beyond Poisson noise) means a broken sampler."""
     n = table.num_rows
@@ -289,7 +253,7 @@ def check_name_duplicates(table: pa.Table) -> CheckResult:
         n * (n - 1) / 2 * _same_pair_probability(table["first_name"]) * _same_pair_probability(table["last_name"])
     )
     allowed = expected + 4 * math.sqrt(expected) + 2
-    return CheckResult(
+    return CheckOutcome.measured(
         "name_duplicates",
         pairs <= allowed,
         {"duplicate_pairs": pairs, "users_sharing_a_name": users_sharing, "share": round(users_sharing / max(n, 1), 5)},
@@ -300,7 +264,7 @@ def check_name_duplicates(table: pa.Table) -> CheckResult:
     )
 
 
-def users_report(results: list[CheckResult], title: str = "users: checks"):
+def users_report(results: list[CheckOutcome], title: str = "users: checks"):
     """A rich Table of check results, for the CLI."""
     from rich.table import Table
 

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from suber_data.artifacts.checks import CheckOutcome
 from suber_data.errors import InputError
-from suber_data.users.checks import CheckResult
 
 # Other spellings of a prior genre, most likely first; a name always matches itself first.
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -61,10 +61,12 @@ def apply(table: pa.Table, mapping: dict[str, str]) -> pa.Table:
     return table
 
 
-def check_tastes_in_items(users_path: str | Path, items_path: str | Path) -> CheckResult:
+def check_tastes_in_items(users_path: str | Path, items_path: str | Path) -> CheckOutcome:
     """Every liked and disliked term of the users is a genre of some item."""
     if not Path(items_path).exists():
-        return CheckResult("tastes_in_item_genres", False, "no items", "items.parquet", f"{items_path}: not built")
+        return CheckOutcome.measured(
+            "tastes_in_item_genres", False, "no items", "items.parquet", f"{items_path}: not built"
+        )
     vocabulary = item_genres(items_path)
     users = pq.read_table(users_path, columns=["liked", "disliked"])
     terms = {
@@ -72,4 +74,4 @@ def check_tastes_in_items(users_path: str | Path, items_path: str | Path) -> Che
     }
     unknown = sorted(terms - vocabulary)
     detail = f"{len(terms)} distinct taste terms; not an item genre: {', '.join(unknown) or 'none'}"
-    return CheckResult("tastes_in_item_genres", not unknown, len(unknown), 0, detail)
+    return CheckOutcome.measured("tastes_in_item_genres", not unknown, len(unknown), 0, detail)

@@ -11,7 +11,8 @@ pytest.importorskip("llguidance")
 pytest.importorskip("guidance")
 
 from suber_data.descriptions.checks import check_row, without_titles, words  # noqa: E402
-from suber_data.descriptions.program import Decoding, attempt_seed, build_request, span_regex  # noqa: E402
+from suber_data.descriptions.grammar import span_regex  # noqa: E402
+from suber_data.descriptions.program import Decoding, attempt_seed, build_request  # noqa: E402
 from suber_data.descriptions.templates import load_template  # noqa: E402
 from tests.descriptions.helpers import users_table  # noqa: E402
 from tests.descriptions.tiny import tiny_backend  # noqa: E402

@@ -19,8 +19,14 @@ pytestmark = pytest.mark.slow
 def test_smollm2_writes_checked_descriptions_with_provenance_and_rerun_generates_nothing(tmp_path, smollm2):
     ids = [0, 1, 5, 6]  # nurse/gardening, retired/fishing, software engineer/cycling, teacher/baking
     write_users(tmp_path, ids=ids)
-    result = generate_descriptions(tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=4, max_attempts=3)
+    calls: list[tuple[int, int]] = []
+    result = generate_descriptions(
+        tmp_path, backend_instance=smollm2, max_tokens=48, batch_size=4, max_attempts=3,
+        progress=lambda done, total: calls.append((done, total)),
+    )  # fmt: skip
     print(result.summary())
+    # all four users are one batch: the count still moves user by user as each sequence ends
+    assert calls[0] == (0, 4) and calls[-1] == (4, 4) and {d for d, _ in calls} >= {1, 2, 3}, calls
     assert result.total == 4 and result.written + len(result.failed) == 4
     assert result.written == 4 and not result.failed, result.summary()  # the grammar carries the checks
     for failure in result.failed:  # a failure is reported with its reasons, never written

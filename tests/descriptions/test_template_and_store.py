@@ -11,7 +11,7 @@ import pytest
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
 from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.store import ChunkStore
-from suber_data.errors import InputError
+from suber_data.errors import InputError, SuberDataError
 from suber_data.pipelines.descriptions import assets, checks
 from suber_data.pipelines.resources import LLMResource, RayResource, StorageResource
 from tests.descriptions.helpers import users_table, write_users
@@ -92,7 +92,7 @@ def test_bad_users_file_names_file_field_and_fix(tmp_path):
 
 def test_unknown_backend_is_a_clear_error(tmp_path):
     write_users(tmp_path, 1)
-    with pytest.raises(Exception, match="unknown LLM backend 'gpt'"):
+    with pytest.raises(SuberDataError, match="unknown LLM backend 'gpt'"):
         generate_descriptions(tmp_path, backend="gpt")
 
 

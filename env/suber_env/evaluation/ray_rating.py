@@ -31,8 +31,22 @@ from .rating_store import Block, RaterSpec, RatingStore
 
 log = logging.getLogger(__name__)
 
-# Environment the workers get from the driver when it is set there (offline switches, the model cache).
+# Environment the workers get from the driver when it is set there (offline switches, the model cache): the same
+# as suber_data's Ray connection forwards, less its own switches (tests/test_ray_contract.py).
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
+
+
+def runtime_env(ship_code: bool) -> dict[str, Any]:
+    """What ``ray.init`` gives the workers: the forwarded variables set here, and this process's suber_env."""
+    env: dict[str, Any] = {}
+    forwarded = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
+    if forwarded:
+        env["env_vars"] = forwarded
+    if ship_code:
+        import suber_env
+
+        env["py_modules"] = [str(Path(suber_env.__file__).parent)]
+    return env
 
 
 class RayRunError(RuntimeError):
@@ -88,18 +102,12 @@ def connect(options: RayOptions):
     if ray.is_initialized():
         return ray
     check_reachable(options.address)
-    runtime_env: dict[str, Any] = {}
-    env = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
-    if env:
-        runtime_env["env_vars"] = env
-    if options.ship_code:
-        import suber_env
-
-        runtime_env["py_modules"] = [str(Path(suber_env.__file__).parent)]
     extra = {"include_dashboard": False} if options.address == "local" else {}
     on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
-        ray.init(address=options.address, runtime_env=runtime_env or None, log_to_driver=False, **extra)
+        ray.init(
+            address=options.address, runtime_env=runtime_env(options.ship_code) or None, log_to_driver=False, **extra
+        )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise RayRunError(
             f"could not connect to Ray at {options.address!r} ({exc}); start it with `ray start --head` "
