@@ -134,7 +134,10 @@ def load_inputs(config: UsersConfig, dataset_dir: Path | None = None) -> Inputs:
         entry.update({k: v for k, v in census.meta.items() if k not in entry})
         sources[release.name if release else "census-file"] = entry
         checksums["census"] = sha
-        tastes = taste_prior(config, taste_spec(dataset_dir, config.domain), dataset_dir)
+        tastes = taste_prior(
+            taste_spec(dataset_dir, config.domain), dataset_dir, genre_prior=config.genre_prior,
+            category_prior=config.category_prior, need=(config.cap_liked or 4) + (config.cap_disliked or 4),
+        )  # fmt: skip
     for label, (where, sha) in lists.files.items():
         checksums[label] = sha
         if where.startswith("asset:"):

@@ -5,16 +5,13 @@ The users step never asks which domain it is building."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.artifacts.terms import read_terms
 from suber_data.errors import InputError
 from suber_data.resources import asset_path
 from suber_data.users.lists import Prior, book_category_prior, counted_prior, movie_genre_prior
-
-if TYPE_CHECKING:
-    from suber_data.users.build import UsersConfig
 
 SURVEY = {"prior": "survey"}  # tastes when no dataset says otherwise: the Morning Consult genre like-rates
 
@@ -35,13 +32,21 @@ def _prior_file(where: str) -> Prior:
     return book_category_prior(asset_path(where.removeprefix("asset:")) if where.startswith("asset:") else where)
 
 
-def taste_prior(config: UsersConfig, spec: dict[str, Any], dataset_dir: Path | None) -> Prior:
+def taste_prior(
+    spec: dict[str, Any],
+    dataset_dir: Path | None,
+    *,
+    genre_prior: str | None = None,
+    category_prior: str | None = None,
+    need: int = 8,
+) -> Prior:
     """The census profile's tastes as ``spec`` says: survey like-rates (``genre_prior`` overrides them), a CSV of
-    category weights, or categories counted from the built items.parquet (``category_prior`` overrides both)."""
+    category weights, or categories counted from the built items.parquet (``category_prior`` overrides both);
+    ``need``: the liked and disliked categories a user can hold, which a counted prior must offer."""
     if spec["prior"] == "survey":
-        return movie_genre_prior(config.genre_prior)
-    if config.category_prior:
-        return book_category_prior(config.category_prior)
+        return movie_genre_prior(genre_prior)
+    if category_prior:
+        return book_category_prior(category_prior)
     fallback = _prior_file(spec["fallback"]) if spec.get("fallback") else None
     if spec["prior"] != "items":
         return _prior_file(spec["prior"])
@@ -50,5 +55,4 @@ def taste_prior(config: UsersConfig, spec: dict[str, Any], dataset_dir: Path | N
         if fallback is None:
             raise InputError(f"{dataset_dir}: no items.parquet to count the tastes from; build the items step first")
         return fallback
-    need = (config.cap_liked or 4) + (config.cap_disliked or 4)
     return counted_prior(items, int(spec.get("min_items", 1)), need, fallback)
