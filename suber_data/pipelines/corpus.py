@@ -15,7 +15,14 @@ from suber_data.corpus.spec import CorpusSpec
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.domains import DomainSpec
 from suber_data.pipelines.keys import DomainKeys, release_partitions
-from suber_data.pipelines.metadata import PYTHON_KINDS, TABLE_KINDS, code_version, schema_metadata, table_metadata
+from suber_data.pipelines.metadata import (
+    PYTHON_KINDS,
+    TABLE_KINDS,
+    code_version,
+    markdown_table,
+    schema_metadata,
+    table_metadata,
+)
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.releases import add_described_release
 
@@ -60,8 +67,7 @@ def _assets(spec: CorpusSpec, keys: DomainKeys) -> list:
         folder = keys.dataset_dir(context)
         result = corpus.build_items(folder, spec, corpus.fetch_sources(spec))
         path = folder / "items.parquet"
-        preview = duck.arrow(f"SELECT item_id, title, genres FROM read_parquet('{path}') LIMIT 10").to_pandas()
-        preview = dg.MetadataValue.md(preview.to_markdown(index=False))
+        preview = markdown_table(duck.arrow(f"SELECT item_id, title, genres FROM read_parquet('{path}') LIMIT 10"))
         return _result(result, context, preview=preview, **table_metadata(path), **plot_metadata(folder, "items"))
 
     @dg.asset(
