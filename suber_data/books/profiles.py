@@ -38,18 +38,24 @@ def _split_categories(column: str) -> str:
     return f"flatten(list_transform({python_list(column)}, lambda e: {per_entry}))"
 
 
-def suber_tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path) -> dict[str, Any]:
+def suber_tables(
+    con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path, frequent_min: int = FREQUENT_CATEGORY_MIN
+) -> dict[str, Any]:
     """Create tables ``book_items`` and ``book_ratings`` (BOOK_ITEMS / BOOK_RATINGS columns) in ``con``."""
-    return _tables(con, books_csv, ratings_csv, project=False)
+    return _tables(con, books_csv, ratings_csv, project=False, frequent_min=frequent_min)
 
 
-def default_tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path) -> dict[str, Any]:
+def default_tables(
+    con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path, frequent_min: int = FREQUENT_CATEGORY_MIN
+) -> dict[str, Any]:
     """SUBER's filter with three fixes: one book per title (the first record), one review per user and title
     (the latest), descriptions without HTML tags and with whitespace collapsed."""
-    return _tables(con, books_csv, ratings_csv, project=True)
+    return _tables(con, books_csv, ratings_csv, project=True, frequent_min=frequent_min)
 
 
-def _tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path, *, project: bool) -> dict[str, Any]:
+def _tables(
+    con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path, *, project: bool, frequent_min: int
+) -> dict[str, Any]:
     description = (
         r"regexp_replace(regexp_replace(description, '<[^>]*>', ' ', 'g'), '\s+', ' ', 'g')"
         if project
@@ -77,7 +83,7 @@ def _tables(con: duckdb.DuckDBPyConnection, books_csv: Path, ratings_csv: Path, 
     con.execute(
         f"""CREATE TEMP TABLE frequent AS
             SELECT c AS category FROM (SELECT unnest(categories) AS c FROM books1)
-            GROUP BY c HAVING count(*) > {FREQUENT_CATEGORY_MIN}"""
+            GROUP BY c HAVING count(*) > {int(frequent_min)}"""
     )
     con.execute(
         f"""CREATE TEMP TABLE books2 AS SELECT * FROM books1 b
@@ -140,12 +146,15 @@ def work_connection(spill: Path) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(str(spill / "work.duckdb"), config=config)
 
 
-def build_book_tables(books: Path, ratings: Path, out_dir: Path, profile: str = "default") -> dict[str, Any]:
+def build_book_tables(
+    books: Path, ratings: Path, out_dir: Path, profile: str = "default", frequent_min: int | None = None
+) -> dict[str, Any]:
     """Write ``items.parquet`` and ``ratings.parquet`` for books into ``out_dir``; return the counts.
 
     ``books``/``ratings``: books_data.csv and Books_rating.csv (profiles ``default``, ``suber``) or
-    meta_Books.jsonl.gz and Books.jsonl.gz (profile ``amazon2023``). DuckDB works in a database file inside a
-    temporary folder of ``out_dir`` (removed after) under a memory limit, so memory stays bounded.
+    meta_Books.jsonl.gz and Books.jsonl.gz (profile ``amazon2023``). ``frequent_min``: a category is frequent
+    when more books than this carry it (None: SUBER's 100; a sample release scales it to its size). DuckDB works
+    in a database file inside a temporary folder of ``out_dir`` (removed after) under a memory limit.
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown books profile {profile!r}; choose one of {', '.join(PROFILES)}")
@@ -154,7 +163,8 @@ def build_book_tables(books: Path, ratings: Path, out_dir: Path, profile: str = 
     spill.mkdir(parents=True, exist_ok=True)
     try:
         with work_connection(spill) as con:
-            counts = PROFILES[profile](con, Path(books), Path(ratings))
+            extra = {} if frequent_min is None or profile == "amazon2023" else {"frequent_min": frequent_min}
+            counts = PROFILES[profile](con, Path(books), Path(ratings), **extra)
             for table, name, schema, order in (
                 ("book_items", "items.parquet", BOOK_ITEMS, "ORDER BY item_id"),
                 ("book_ratings", "ratings.parquet", with_scale_metadata(BOOK_RATINGS, WHOLE_STARS), ""),

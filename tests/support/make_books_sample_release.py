@@ -5,9 +5,9 @@
 
 Input (never shipped itself): the real Kaggle "Amazon Books Reviews" rows in ``../shared/data/books_sources``.
 Output ``amazon-books-sample.zip``: ``books_data.csv`` and ``Books_rating.csv`` in the Kaggle format (same header,
-same quoting, real records). Books: every complete record whose categories mention "Fiction" (so SUBER's
-"more than 100 books" rule still finds a frequent category) plus the first 40 other records (which SUBER's
-filter drops); reviews: every review of a chosen title. The zip has a fixed timestamp, so its bytes depend
+same quoting, real records). Books: every complete record whose categories mention "Fiction", every record
+with a review in the shared rows (so the sample has enough books for an episode), and the first 40 other
+records (which the filter drops); reviews: every review of a chosen title. The zip has a fixed timestamp, so its bytes depend
 only on its content.
 """
 
@@ -56,7 +56,8 @@ def build() -> bytes:
     cat = books_header.index("categories")
     fiction = [b for b in books if "Fiction" in b[cat]]
     others = [b for b in books if "Fiction" not in b[cat]][:OTHER_BOOKS]
-    chosen = [b for b in books if b in fiction or b in others]  # keep file order: it is SUBER's book_id
+    reviewed = {r[1] for r in ratings}
+    chosen = [b for b in books if b in fiction or b in others or b[0] in reviewed]  # file order: SUBER's book_id
     titles = {b[0] for b in chosen}
     reviews = [r for r in ratings if r[1] in titles]
     buf = io.BytesIO()
