@@ -19,9 +19,8 @@ def test_sample_release_builds_and_second_run_skips(tmp_path, monkeypatch):
     assert items.num_rows == result.counts["items"] and ratings.num_rows == result.counts["ratings"]
     assert set(ratings.column("item_id").to_pylist()) == set(items.column("item_id").to_pylist())
     manifest = read_manifest(out)
-    assert manifest["steps"]["items"]["settings"] == {
-        "release": "books-sample", "profile": "suber", "frequent_category_min": 0  # the sample's own threshold
-    }
+    settings = {"release": "books-sample", "profile": "suber", "frequent_category_min": 0}  # the sample's own
+    assert manifest["steps"]["items"]["settings"] == settings
     assert manifest["sources"]["amazon-books-sample.zip"]["sha256"] == SAMPLE.sha256 and manifest["domain"] == "books"
     build_dataset_catalog(out)
     assert build_kaggle("books-sample", progress=False).skipped

@@ -7,8 +7,8 @@ Input (never shipped itself): the real Kaggle "Amazon Books Reviews" rows in ``.
 Output ``amazon-books-sample.zip``: ``books_data.csv`` and ``Books_rating.csv`` in the Kaggle format (same header,
 same quoting, real records). Books: every complete record whose categories mention "Fiction", every record
 with a review in the shared rows (so the sample has enough books for an episode), and the first 40 other
-records (which the filter drops); reviews: every review of a chosen title. The zip has a fixed timestamp, so its bytes depend
-only on its content.
+records (which the filter drops); reviews: every review of a chosen title. The zip has a fixed timestamp, so
+its bytes depend only on its content.
 """
 
 from __future__ import annotations
