@@ -5,11 +5,11 @@ from __future__ import annotations
 import gymnasium as gym
 
 from .config import EnvConfig
-from .core import SCALES, Scale
 from .dataset import Dataset, DatasetError, load_dataset
 from .env import SuberEnv, SuberVectorEnv
 from .prompts import PromptBuilder
 from .raters import OpenAIRater, OracleRater, Rater, Ratings, Requests, TransformersRater, make_rater
+from .scales import SCALES, Scale
 
 __all__ = [
     "SCALES",

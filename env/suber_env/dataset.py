@@ -16,7 +16,7 @@ import pyarrow as pa
 from . import _read
 from ._read import DatasetError
 from ._schema import COLUMNS_BY_FAMILY, FAMILY_TERMS
-from .core import SourceScale
+from .scales import SourceScale
 
 __all__ = ["Dataset", "DatasetError", "load_dataset"]
 

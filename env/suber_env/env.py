@@ -23,11 +23,11 @@ from .core import (
     retrieve,
     sampling_cdf,
     shape,
-    source_to_rater,
     uniforms,
 )
 from .dataset import Dataset, DatasetError, load_dataset
 from .raters import Rater, Requests, make_rater
+from .scales import source_to_rater
 
 
 def _draw_episode(rng: np.random.Generator, pool: np.ndarray) -> tuple[int, int]:

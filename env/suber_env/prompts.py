@@ -7,7 +7,7 @@ import hashlib
 import tomllib
 from importlib import resources
 
-from .core import Scale
+from .scales import Scale
 
 
 def load_template(family: str, nouns: dict | None = None) -> dict:

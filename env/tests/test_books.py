@@ -8,8 +8,8 @@ import pyarrow as pa
 import suber_env  # noqa: F401
 from gymnasium.utils.env_checker import check_env
 from suber_env import PromptBuilder, SuberEnv, load_dataset
-from suber_env.core import get_scale
 from suber_env.prompts import dataset_query
+from suber_env.scales import get_scale
 from suber_env_testdata import _write, synthetic_users
 
 

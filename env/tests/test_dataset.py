@@ -12,8 +12,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from suber_env import DatasetError, OpenAIRater, PromptBuilder, SuberEnv, SuberVectorEnv, load_dataset
-from suber_env.core import get_scale
 from suber_env.prompts import dataset_persona
+from suber_env.scales import get_scale
 from suber_env_testdata import rewrite_table
 
 

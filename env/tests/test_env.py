@@ -13,13 +13,13 @@ from suber_env.core import (
     Memory,
     choose_ratings,
     feature_similarity,
-    get_scale,
     perturb,
     retrieve,
     sampling_probs,
     shape,
 )
 from suber_env.prompts import dataset_query
+from suber_env.scales import get_scale
 from suber_env_testdata import rewrite_table
 
 

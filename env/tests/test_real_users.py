@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from suber_env import SuberEnv, load_dataset
-from suber_env.core import get_scale, rater_to_source, source_bins, source_to_rater
 from suber_env.evaluation.grounded import RaterSimulator, grounded_proof, held_out
 from suber_env.raters.oracle import OracleRater
+from suber_env.scales import get_scale, rater_to_source, source_bins, source_to_rater
 
 
 def _parts(folder):
@@ -46,14 +46,14 @@ def test_episode_starts_from_the_users_real_history(real_movies_dir):
         assert not {(int(ds.user_ids[u]), i) for i in seen} & held
         newest = items[::-1][:10]
         assert obs["history_items"][: len(newest)].tolist() == newest.tolist()
-        # half stars onto the 0-9 prompt scale's values 1-10: x 2 (the one rule of core.rater_to_source)
+        # half stars onto the 0-9 prompt scale's values 1-10: x 2 (the one rule of scales.rater_to_source)
         np.testing.assert_allclose(obs["history_ratings"][: len(newest)], ratings[::-1][:10] * 2)
         _, _, _, _, out = env.step(int(items[-1]))  # recommending a history item: a second watch
         assert mem.count[0, items[-1]] == 2
 
 
 def test_the_scale_rule_both_ways():
-    from suber_env.core import SourceScale
+    from suber_env.scales import SourceScale
 
     half, whole = SourceScale("half", 0.5, 5, 0.5), SourceScale("whole", 1, 5, 1)
     ten = get_scale("1-10")

@@ -4,7 +4,7 @@ The dataset's own split (user_ratings.parquet, written by ``suber-data build ...
 evaluation's split: each user's history is what the rater's memory and the recommenders see, the held-out
 ratings are read here, for scoring only. A rater becomes a ``Simulator`` that rates (user, item) pairs the way
 the env does (the user's persona, their real history in memory, the env's retrieval), with its distribution
-carried onto the source's rating bins by the one rule of ``core.rater_to_source``; ``proof.run_proof`` then
+carried onto the source's rating bins by the one rule of ``scales.rater_to_source``; ``proof.run_proof`` then
 scores it against the controls (random, the same rater with every user's persona and memory shuffled, and a
 collaborative-filtering simulator)."""
 
@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 from suber_env import Dataset, Rater, Requests
 from suber_env._read import user_rows
 from suber_env._schema import HELD_OUT
-from suber_env.core import Memory, source_bins, source_to_rater
+from suber_env.core import Memory
+from suber_env.scales import source_bins, source_to_rater
 
 from .history import concat, memory_requests
 from .proof.controls import with_controls

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from suber_env import Dataset
-from suber_env.core import rater_to_source, source_to_rater
+from suber_env.scales import rater_to_source, source_to_rater
 
 from .baselines import matrix_factorisation, mean_baselines
 from .cases import RaterFactory

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from suber_env import Dataset, load_dataset, make_rater
-from suber_env.core import get_scale
+from suber_env.scales import get_scale
 
 from .cases import genre_preference, high_low
 from .collections import collections

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from suber_env import Dataset
-from suber_env.core import rater_to_source
+from suber_env.scales import rater_to_source
 
 from .cases import RaterFactory
 from .personas import Persona, write_persona_dataset
@@ -50,7 +50,7 @@ def rating_similarity(
     real = _real_ratings(ds)
     if isinstance(real, str):
         return {"skipped": real}
-    values = ds.source_scale.values  # both histograms on the source's own bins (core.rater_to_source)
+    values = ds.source_scale.values  # both histograms on the source's own bins (scales.rater_to_source)
     target = item_normalised_histogram(real[0], real[1], values)
     users = rng.integers(0, len(personas), pairs)
     items = rng.integers(0, ds.n_items, pairs)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import Scale
+from ..scales import Scale
 
 
 @dataclass

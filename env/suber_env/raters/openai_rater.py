@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core import get_scale
 from ..prompts import PromptBuilder
+from ..scales import get_scale
 from . import score_paths as sp
 from .base import Rater, Requests
 from .pool import EndpointPool, Rejected

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import get_scale
+from ..scales import get_scale
 from .base import Rater, Ratings, Requests
 
 

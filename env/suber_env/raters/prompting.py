@@ -3,8 +3,8 @@ tokenizer's chat template when it has one), and which tokens spell each label of
 
 from __future__ import annotations
 
-from ..core import Scale
 from ..prompts import PromptBuilder, dataset_persona, dataset_query
+from ..scales import Scale
 from .base import Requests
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import get_scale
 from ..prompts import PromptBuilder
+from ..scales import get_scale
 from .base import Rater, Requests
 from .prompting import PromptRenderer, label_token_ids
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import get_scale
+from ..scales import get_scale
 
 
 def _ragged(history, n_users: int, what: str, dtype) -> list[np.ndarray]:
