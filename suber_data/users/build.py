@@ -249,7 +249,7 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
         (dataset_dir / USER_RATINGS_TABLE).unlink(missing_ok=True)  # a synthetic population has no real ratings
         write_parquet(with_real_columns(vocabulary.apply(table, vocab["mapping"]) if vocab else table), path, USERS)
         plots = _plots(dataset_dir, table, config, inputs, rows, set((vocab or {}).get("dropped", [])))
-        counts = _counts(table, population)
+        counts = C.population_counts(table, population.interest_prompt)
         counts["sample_seconds"] = round(sample_s, 3)
         extra: dict[str, Any] = {
             "checks": [r.as_dict() for r in results],
@@ -276,27 +276,6 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
         note = f"users: up to date ({step.counts.get('users')} users, fingerprint {fp}); nothing to do"
         built = {"plots": plots, "note": note}
     return UsersBuild(step.step, fp, step.skipped, step.counts, path, step.section, **built)
-
-
-def _counts(table: pa.Table, population: Population) -> dict[str, Any]:
-    import pyarrow.compute as pc
-
-    counts: dict[str, Any] = {"users": table.num_rows}
-    sexes = pc.value_counts(table["sex"]).to_pylist()
-    counts["sex"] = {d["values"]: d["counts"] for d in sexes}
-    age = table["age"].to_numpy()
-    counts["age"] = {"min": int(age.min()), "max": int(age.max()), "mean": round(float(age.mean()), 2)}
-    jobs = pc.value_counts(table["occupation"]).to_pylist()
-    counts["special_occupations"] = {
-        d["values"]: d["counts"]
-        for d in jobs
-        if d["values"] in ("schoolchild", "preschooler", "student", "apprentice", "retired")
-    }
-    counts["distinct_occupations"] = len(jobs)
-    counts["distinct_hobbies"] = len(pc.unique(table["hobby"]))
-    if population.interest_prompt is not None:
-        counts["interest_prompt_users"] = int(population.interest_prompt.sum())
-    return counts
 
 
 def _plots(

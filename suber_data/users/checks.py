@@ -284,3 +284,23 @@ def _short(value: Any, limit: int = 60) -> str:
         value = ", ".join(f"{k}={v}" for k, v in value.items())
     text = str(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def population_counts(table: pa.Table, interest_prompt: np.ndarray | None = None) -> dict[str, Any]:
+    """What the manifest records about a sampled population: sexes, ages, special occupations, variety."""
+    counts: dict[str, Any] = {"users": table.num_rows}
+    sexes = pc.value_counts(table["sex"]).to_pylist()
+    counts["sex"] = {d["values"]: d["counts"] for d in sexes}
+    age = table["age"].to_numpy()
+    counts["age"] = {"min": int(age.min()), "max": int(age.max()), "mean": round(float(age.mean()), 2)}
+    jobs = pc.value_counts(table["occupation"]).to_pylist()
+    counts["special_occupations"] = {
+        d["values"]: d["counts"]
+        for d in jobs
+        if d["values"] in ("schoolchild", "preschooler", "student", "apprentice", "retired")
+    }
+    counts["distinct_occupations"] = len(jobs)
+    counts["distinct_hobbies"] = len(pc.unique(table["hobby"]))
+    if interest_prompt is not None:
+        counts["interest_prompt_users"] = int(interest_prompt.sum())
+    return counts
