@@ -8,7 +8,7 @@ import typer
 
 from .evaluation import SUITE, evaluate
 from .evaluation.ray_rating import RayOptions, RayRunError
-from .evaluation.runner import CONTROLS
+from .evaluation.runner import CONTROLS, SIZES
 
 
 def evaluate_command(
@@ -55,45 +55,16 @@ def evaluate_command(
     ray_gpus_per_actor: float = typer.Option(0.0, help="GPUs per Ray actor (a transformers model goes to cuda)"),
 ) -> None:
     """Run SUBER's fidelity test cases with a rater and the random control; write metrics.json, report.md, plots."""
-    kw: dict = {}
-    if model and rater == "transformers":
-        kw["path"] = model
-        if gguf_file:
-            kw["gguf_file"] = gguf_file
-    elif rater == "openai":
-        kw.update(model=model, base_url=base_url)
+    given = locals()
+    sizes = {name: given[name] for name in SIZES if name not in ("retrievals", "grounded_policies")}
     try:
         where = RayOptions(ray, ray_workers, ray_cpus_per_actor, ray_gpus_per_actor) if ray else None
         res = evaluate(
-            dataset,
-            rater,
-            out,
-            tuple(suite),
-            seed=seed,
-            genre_items=genre_items,
-            max_genres=max_genres,
-            high_low_personas=high_low_personas,
-            high_low_items=high_low_items,
-            pairs=pairs,
-            collection_users=collection_users,
-            max_collections=max_collections,
-            retrievals=tuple(retrieval) if retrieval else None,
-            k=k,
-            people_users=people_users,
-            people_holdout=people_holdout,
-            people_history=people_history,
-            people_retrieval=people_retrieval,
-            grounded_k=grounded_k,
-            grounded_boots=grounded_boots,
-            grounded_perms=grounded_perms,
-            grounded_max_pos=grounded_max_pos,
-            grounded_calibration=grounded_calibration,
-            grounded_policies=tuple(grounded_policies or ()),
-            controls=tuple(control),
-            block_size=block_size,
-            ray=where,
-            **kw,
-        )
+            dataset, rater, out, tuple(suite), seed=seed, **sizes,
+            retrievals=tuple(retrieval) if retrieval else None, grounded_policies=tuple(grounded_policies or ()),
+            controls=tuple(control), block_size=block_size, ray=where,
+            **_rater_options(rater, model, gguf_file, base_url),
+        )  # fmt: skip
     except (ValueError, OSError) as e:
         raise typer.BadParameter(str(e)) from e
     except RayRunError as e:
@@ -103,3 +74,13 @@ def evaluate_command(
     typer.echo(f"ratings: {r['blocks']} blocks, {r['reused']} reused from {r['store']}, {r['rated']} rated"
                + (f" on Ray ({ray})" if ray else ""), err=True)  # fmt: skip
     typer.echo((Path(res["out"]) / "report.md").read_text())
+
+
+def _rater_options(rater: str, model: str | None, gguf_file: str | None, base_url: str | None) -> dict:
+    """--model and its companions as the rater takes them: a transformers path (and GGUF file), or openai's
+    served model name and URL."""
+    if rater == "transformers":
+        return {"path": model, **({"gguf_file": gguf_file} if gguf_file else {})} if model else {}
+    if rater == "openai":
+        return {"model": model, "base_url": base_url}
+    return {}

@@ -282,16 +282,7 @@ def build_real_population(dataset_dir: Path, settings: RealSettings) -> RealPopu
             "favourites": pa.array(favs, pa.list_(pa.string())),
         }
     )
-    time = r.time[rows]
-    user_ratings = pa.table(
-        {
-            "user_id": pa.array(dense.astype(np.int32)),
-            "item_id": pa.array(r.item[rows].astype(np.int32)),
-            "rating": pa.array(r.rating[rows].astype(np.float32)),
-            "timestamp": _timestamps(time),
-            "part": pa.array(np.where(held, "held_out", "history")),
-        }
-    )
+    user_ratings = _user_ratings(dense, r.item[rows], r.rating[rows], r.time[rows], held)
     stats = {
         "release_users": int(n_all),
         "eligible_users": int((counts >= settings.min_history + settings.held_out).sum()),
@@ -313,6 +304,19 @@ def build_real_population(dataset_dir: Path, settings: RealSettings) -> RealPopu
                        "demo": demographics(dataset_dir, r.source_ids)},
     }  # fmt: skip
     return RealPopulation(users, user_ratings, stats, plot_data)
+
+
+def _user_ratings(dense, item, rating, time, held) -> pa.Table:
+    """user_ratings.parquet: each sampled user's ratings, marked history or held_out."""
+    return pa.table(
+        {
+            "user_id": pa.array(dense.astype(np.int32)),
+            "item_id": pa.array(item.astype(np.int32)),
+            "rating": pa.array(rating.astype(np.float32)),
+            "timestamp": _timestamps(time),
+            "part": pa.array(np.where(held, "held_out", "history")),
+        }
+    )
 
 
 def _shares(lists: list[list[str]]) -> dict[str, float]:

@@ -45,6 +45,37 @@ def _choice_threshold(p: float) -> float:
     return float(cdf[0])
 
 
+def _age_rules(age: int, job, hobby, child_hobby, rules, rng: np.random.Generator) -> tuple:
+    """SUBER's age rules: retired from ``retire_min``, a schoolchild with a child's hobby up to ``school_max``,
+    a student or apprentice (a fair coin) up to ``young_max``; otherwise the drawn job and hobby."""
+    if age >= rules.retire_min:
+        return "retired", hobby
+    if age <= rules.school_max:
+        return "schoolchild", child_hobby
+    if age <= rules.young_max:
+        return rng.choice(["student", "apprentice"], p=[0.5, 0.5]), hobby
+    return job, hobby
+
+
+def _draw_tastes(rng, tastes: Prior, like_thresholds, weights_p, max_liked: int, max_disliked: int) -> tuple:
+    """One user's liked and disliked rows of ``tastes``, drawn as SUBER draws them."""
+    values = tastes.values
+    if tastes.kind == "like_rate":
+        # SUBER draws rng.choice([True, False], p=[p, 1 - p]) once per genre: one uniform each,
+        # True below the choice's own cdf threshold; one random(k) call consumes the same numbers
+        flags = rng.random(values.size) < like_thresholds
+        yes, no = np.flatnonzero(flags), np.flatnonzero(~flags)
+        if yes.size:
+            yes = rng.choice(yes, size=min(max_liked, yes.size), replace=False)
+        if no.size:
+            no = rng.choice(no, size=min(max_disliked, no.size), replace=False)
+        return yes, no
+    yes = rng.choice(tastes.names.size, size=max_liked, replace=False, p=weights_p)
+    rest = np.setdiff1d(np.arange(tastes.names.size), yes)  # file order, as SUBER's filtered frame
+    rest_w = values[rest]
+    return yes, rest[rng.choice(rest.size, size=max_disliked, replace=False, p=rest_w / rest_w.sum())]
+
+
 def sample_suber_population(
     n: int,
     seed: int,
@@ -86,30 +117,12 @@ def sample_suber_population(
         for i in range(CHUNK):
             age = int(chunk_ages[i])
             job, hobby = lists.occupations[job_rows[i]], lists.adult_hobbies[hobby_rows[i]]
-            if age >= rules.retire_min:
-                job = "retired"
-            elif age <= rules.school_max:
-                job, hobby = "schoolchild", lists.child_hobbies[child_rows[i]]
-            elif age <= rules.young_max:
-                job = rng.choice(["student", "apprentice"], p=[0.5, 0.5])
+            job, hobby = _age_rules(age, job, hobby, lists.child_hobbies[child_rows[i]], rules, rng)
             u = start + i
             ages[u], jobs[u], hobbies[u], interest[u] = age, str(job), hobby, not normal
             if tastes is None:
                 continue
-            if tastes.kind == "like_rate":
-                # SUBER draws rng.choice([True, False], p=[p, 1 - p]) once per genre: one uniform each,
-                # True below the choice's own cdf threshold; one random(k) call consumes the same numbers
-                flags = rng.random(values.size) < like_thresholds
-                yes, no = np.flatnonzero(flags), np.flatnonzero(~flags)
-                if yes.size:
-                    yes = rng.choice(yes, size=min(max_liked, yes.size), replace=False)
-                if no.size:
-                    no = rng.choice(no, size=min(max_disliked, no.size), replace=False)
-            else:
-                yes = rng.choice(names.size, size=max_liked, replace=False, p=weights_p)
-                rest = np.setdiff1d(np.arange(names.size), yes)  # file order, as SUBER's filtered frame
-                rest_w = values[rest]
-                no = rest[rng.choice(rest.size, size=max_disliked, replace=False, p=rest_w / rest_w.sum())]
+            yes, no = _draw_tastes(rng, tastes, like_thresholds, weights_p, max_liked, max_disliked)
             liked.append([names[j] for j in yes])
             disliked.append([names[j] for j in no])
 

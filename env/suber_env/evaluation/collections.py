@@ -81,6 +81,29 @@ def _other_rating(ds: Dataset, items: np.ndarray, scale) -> np.ndarray:
     return np.clip(v * scale.max / vmax, scale.min, scale.max)
 
 
+def _saga_histories(ds: Dataset, sagas, n_personas: int, users: int, scale, k: int, rng) -> tuple[list, list]:
+    """Per series, a History of (users x 2) slots: the earlier parts rated at the scale's top (a fan) or bottom
+    (not one), mixed with as many other items; and (series, user, positive) per slot."""
+    histories, meta = [], []  # per saga: History of (users x 2 runs) slots; (saga, user, positive) per slot
+    for si, saga in enumerate(sagas):
+        prev, nxt = np.asarray(saga[:-1]), saga[-1]
+        others_pool = np.flatnonzero(~np.isin(np.arange(ds.n_items), saga))
+        us = rng.choice(n_personas, min(users, n_personas), replace=False)
+        rows_i, rows_r = [], []
+        for u in us:
+            others = rng.choice(others_pool, min(len(saga), len(others_pool)), replace=False)
+            order = rng.permutation(len(prev) + len(others))
+            its = np.concatenate([prev, others])[order]
+            filler = _other_rating(ds, others, scale)
+            for positive in (True, False):
+                r = np.concatenate([np.full(len(prev), scale.max if positive else scale.min), filler])[order]
+                rows_i.append(its)
+                rows_r.append(r)
+                meta.append((si, int(u), positive))
+        histories.append((History(ds, np.array(rows_i), np.array(rows_r), k), np.repeat(us, 2), nxt))
+    return histories, meta
+
+
 def collections(
     ds: Dataset,
     make: RaterFactory,
@@ -105,26 +128,7 @@ def collections(
     rater = make(pds)
     scale = rater.scale
     like, dislike = (7.0, 5.0) if scale.max >= 10 else (4.0, 3.0)
-    in_any = np.zeros(ds.n_items, bool)
-    for s in sagas:
-        in_any[s] = True
-    histories, meta = [], []  # per saga: History of (users x 2 runs) slots; (saga, user, positive) per slot
-    for si, saga in enumerate(sagas):
-        prev, nxt = np.asarray(saga[:-1]), saga[-1]
-        others_pool = np.flatnonzero(~np.isin(np.arange(ds.n_items), saga))
-        us = rng.choice(len(personas), min(users, len(personas)), replace=False)
-        rows_i, rows_r = [], []
-        for u in us:
-            others = rng.choice(others_pool, min(len(saga), len(others_pool)), replace=False)
-            order = rng.permutation(len(prev) + len(others))
-            its = np.concatenate([prev, others])[order]
-            filler = _other_rating(ds, others, scale)
-            for positive in (True, False):
-                r = np.concatenate([np.full(len(prev), scale.max if positive else scale.min), filler])[order]
-                rows_i.append(its)
-                rows_r.append(r)
-                meta.append((si, int(u), positive))
-        histories.append((History(ds, np.array(rows_i), np.array(rows_r), k), np.repeat(us, 2), nxt))
+    histories, meta = _saga_histories(ds, sagas, len(personas), users, scale, k, rng)
     reqs, tags = [], []
     for m, reason in modes.items():
         if reason is None:

@@ -118,6 +118,18 @@ def summarise(pu: dict[str, np.ndarray], j: int, boots: int = 1000, seed: int = 
     }
 
 
+def _baselines(uid, item, r, qu, qi, bounds: tuple[float, float], mf_rank: int) -> tuple[dict, dict]:
+    """The rater's controls on the same held-out pairs, fitted on the training ratings alone: the mean
+    predictors and, with scikit-learn, matrix factorisation (clipped to the source's range)."""
+    preds = dict(mean_baselines(uid, item, r, qu, qi))
+    try:
+        mf, mf_info = matrix_factorisation(uid, item, r, qu, qi, rank=mf_rank)
+        preds["matrix factorisation"] = np.clip(mf, *bounds)
+    except ImportError:  # scikit-learn comes with the `eval` extra; the other predictors need none
+        mf_info = {"skipped": "matrix factorisation needs scikit-learn: pip install 'suber-env[eval]'"}
+    return preds, mf_info
+
+
 def real_people(
     ds: Dataset,
     make: RaterFactory,
@@ -173,14 +185,9 @@ def real_people(
     truth = np.array(truth)
     qu, qi = np.repeat(chosen, J), q.ravel()
     tr = ~test
+    baselines, mf_info = _baselines(uid[tr], item[tr], r[tr], qu, qi, (r.min(), top), mf_rank)
     preds = {"rater (answer)": answer, "rater (expected)": expected}
-    for name, p in mean_baselines(uid[tr], item[tr], r[tr], qu, qi).items():
-        preds[name] = p.reshape(U, J)
-    try:
-        mf, mf_info = matrix_factorisation(uid[tr], item[tr], r[tr], qu, qi, rank=mf_rank)
-        preds["matrix factorisation"] = np.clip(mf, r.min(), top).reshape(U, J)
-    except ImportError:  # scikit-learn comes with the `eval` extra; the other predictors need none
-        mf_info = {"skipped": "matrix factorisation needs scikit-learn: pip install 'suber-env[eval]'"}
+    preds |= {name: p.reshape(U, J) for name, p in baselines.items()}
     like = 0.8 * top  # 4 of 5 stars, SUBER's 8 of 10
     table = {name: summarise(per_user(p, truth, like), J) for name, p in preds.items()}
     acc = table["rater (answer)"]["accuracy"]

@@ -96,6 +96,49 @@ def _run_case(ds: Dataset, make, folder: Path, case: str, seed: int, sizes: dict
         )
 
 
+SIZES = (
+    "genre_items", "max_genres", "high_low_personas", "high_low_items", "pairs", "collection_users",
+    "max_collections", "retrievals", "k", "people_users", "people_holdout", "people_history", "people_retrieval",
+    "grounded_k", "grounded_boots", "grounded_perms", "grounded_max_pos", "grounded_calibration", "grounded_policies",
+)  # fmt: skip
+
+
+def _check_choices(rater: str, suite, controls) -> None:
+    if rater not in RATERS:
+        raise ValueError(f"unknown rater {rater!r}; choose from {', '.join(RATERS)}")
+    unknown = set(suite) - set(SUITE)
+    if unknown:
+        raise ValueError(f"unknown test case(s) {sorted(unknown)}; choose from {', '.join(SUITE)}")
+    bad = set(controls) - set(CONTROLS)
+    if bad:
+        raise ValueError(f"unknown control(s) {sorted(bad)}; choose from {', '.join(CONTROLS)}")
+
+
+def _settings(ds, rater, rater_kw, scale, seed, suite, sizes, controls, block_size, prompt_hashes) -> dict:
+    """What metrics.json records about the run (no credential: the URL's user:password part is dropped)."""
+    model = rater_kw.get("model")  # openai: the served model's name; transformers: a model object, if given
+    model = rater_kw.get("path") or (model if isinstance(model, str) else getattr(model, "name_or_path", None))
+    base_url = _public_url(rater_kw.get("base_url"))
+    settings = {
+        "dataset": str(ds.path),
+        "domain": ds.domain,
+        "rater": rater,
+        "model": str(model) if model else None,
+        "base_url": base_url,
+        "scale": scale,
+        "seed": seed,
+        "suite": list(suite),
+        "sizes": sizes,
+        "controls": list(controls),
+        "block_size": block_size,
+        "prompt_hashes": prompt_hashes,
+        "rater_options": {
+            k: base_url if k == "base_url" else v for k, v in rater_kw.items() if isinstance(v, (str, int, float, bool))
+        },
+    }
+    return settings
+
+
 def evaluate(
     dataset: str | Path | Dataset,
     rater: str = "oracle",
@@ -133,39 +176,15 @@ def evaluate(
     The rater's ratings are kept in ``out/ratings/RATER/``, ``block_size`` requests per part (rating_store.py):
     a rerun rates only the blocks not yet there. ``ray`` (an address, or ``RayOptions``) rates them on a Ray
     cluster instead of this process (ray_rating.py), with the same results."""
-    if rater not in RATERS:
-        raise ValueError(f"unknown rater {rater!r}; choose from {', '.join(RATERS)}")
-    unknown = set(suite) - set(SUITE)
-    if unknown:
-        raise ValueError(f"unknown test case(s) {sorted(unknown)}; choose from {', '.join(SUITE)}")
-    bad = set(controls) - set(CONTROLS)
-    if bad:
-        raise ValueError(f"unknown control(s) {sorted(bad)}; choose from {', '.join(CONTROLS)}")
+    _check_choices(rater, suite, controls)
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
     out = Path(out)
     scale = _scale_for(ds)
     rater_kw.setdefault("scale", scale)
-    sizes = dict(
-        genre_items=genre_items,
-        max_genres=max_genres,
-        high_low_personas=high_low_personas,
-        high_low_items=high_low_items,
-        pairs=pairs,
-        collection_users=collection_users,
-        max_collections=max_collections,
-        retrievals=tuple(retrievals) if retrievals else None,
-        k=k,
-        people_users=people_users,
-        people_holdout=people_holdout,
-        people_history=people_history,
-        people_retrieval=people_retrieval,
-        grounded_k=grounded_k,
-        grounded_boots=grounded_boots,
-        grounded_perms=grounded_perms,
-        grounded_max_pos=grounded_max_pos,
-        grounded_calibration=grounded_calibration,
-        grounded_policies=[str(p) for p in grounded_policies],
-    )
+    given = locals()
+    sizes = {name: given[name] for name in SIZES}  # the suite's sizes, as metrics.json records them
+    sizes["retrievals"] = tuple(retrievals) if retrievals else None
+    sizes["grounded_policies"] = [str(p) for p in grounded_policies]
     # the evaluated rater: plan the suite's requests, rate the blocks the store lacks, score from the store
     store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)
     store.remove_temporary()  # what a driver killed mid-write left
@@ -189,26 +208,7 @@ def evaluate(
         results[name] = _run(ds, controls_made[name], out / "personas" / name, suite, seed, sizes)
     if "grounded" in suite:  # its controls (random, shuffled personas, CF) are measured inside the proof
         results[rater]["grounded"] = grounded_case(ds, make_rater(rater, ds, **rater_kw), rater, seed, sizes)
-    model = rater_kw.get("model")  # openai: the served model's name; transformers: a model object, if given
-    model = rater_kw.get("path") or (model if isinstance(model, str) else getattr(model, "name_or_path", None))
-    base_url = _public_url(rater_kw.get("base_url"))
-    settings = {
-        "dataset": str(ds.path),
-        "domain": ds.domain,
-        "rater": rater,
-        "model": str(model) if model else None,
-        "base_url": base_url,
-        "scale": scale,
-        "seed": seed,
-        "suite": list(suite),
-        "sizes": sizes,
-        "controls": list(controls),
-        "block_size": block_size,
-        "prompt_hashes": prompt_hashes,
-        "rater_options": {
-            k: base_url if k == "base_url" else v for k, v in rater_kw.items() if isinstance(v, (str, int, float, bool))
-        },
-    }
+    settings = _settings(ds, rater, rater_kw, scale, seed, suite, sizes, controls, block_size, prompt_hashes)
     write_report(out, results, settings)
     planned = len({b.key for b in plan.blocks})
     ratings = {"blocks": planned, "rated": len(todo), "reused": planned - len(todo), "store": str(store.folder)}

@@ -52,6 +52,29 @@ def history_observation(space, ds, users: np.ndarray, items: list[np.ndarray], r
     return {k: obs[k] for k in space.spaces}
 
 
+def _check_history(ds, items: list[np.ndarray], ratings: list[np.ndarray]) -> None:
+    for it, r in zip(items, ratings, strict=True):
+        if len(it) != len(r):
+            raise ValueError("history_items and history_ratings differ in length for a user")
+        if len(it) and (it.max() >= ds.n_items or it.min() < -1):
+            raise ValueError(f"history item rows must lie in 0..{ds.n_items - 1} (or -1 for padding)")
+
+
+def _logits(policy, obs) -> np.ndarray:
+    """The policy's score of every item: the item scorer's logits, DQN's Q-values, or the action logits."""
+    import torch
+
+    with torch.no_grad():
+        t, _ = policy.obs_to_tensor(obs)
+        if hasattr(policy, "item_logits"):
+            scores = policy.item_logits(t)
+        elif hasattr(policy, "q_net"):
+            scores = policy.q_net(t)
+        else:
+            scores = policy.get_distribution(t).distribution.logits
+    return scores.cpu().numpy()
+
+
 def policy_scores(
     model,
     dataset,
@@ -83,8 +106,6 @@ def policy_scores(
     ``history`` entries); with the taste observation it marks the items already seen. ``exclude_history``
     sets the scores of the history's items to ``-inf``.
     """
-    import torch
-
     from .observation import taste_features
     from .trainer import load_model
 
@@ -102,11 +123,7 @@ def policy_scores(
     if rating_range is not None:
         a, b = rating_range
         ratings = [lo + (np.asarray(r, np.float64) - a) * (hi - lo) / (b - a) for r in ratings]
-    for it, r in zip(items, ratings, strict=True):
-        if len(it) != len(r):
-            raise ValueError("history_items and history_ratings differ in length for a user")
-        if len(it) and (it.max() >= ds.n_items or it.min() < -1):
-            raise ValueError(f"history item rows must lie in 0..{ds.n_items - 1} (or -1 for padding)")
+    _check_history(ds, items, ratings)
     policy = model.policy
     space = model.observation_space
     out = np.empty((len(users), ds.n_items), np.float32)
@@ -121,15 +138,7 @@ def policy_scores(
             for k, it in enumerate(its):
                 seen[k, it[it >= 0]] = True
             obs = taste_features(ds, u, seen)
-        with torch.no_grad():
-            t, _ = policy.obs_to_tensor(obs)
-            if hasattr(policy, "item_logits"):
-                scores = policy.item_logits(t)
-            elif hasattr(policy, "q_net"):
-                scores = policy.q_net(t)
-            else:
-                scores = policy.get_distribution(t).distribution.logits
-        out[s : s + batch] = scores.cpu().numpy()
+        out[s : s + batch] = _logits(policy, obs)
     if exclude_history:
         for k, it in enumerate(items):
             out[k, it[it >= 0]] = -np.inf
