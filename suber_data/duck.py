@@ -24,3 +24,8 @@ def one(sql: str, params: list[Any] | None = None) -> tuple:
 def arrow(sql: str) -> pa.Table:
     with duckdb.connect() as con:
         return con.sql(sql).to_arrow_table()
+
+
+def parquet(path) -> str:
+    """``read_parquet('<path>')`` for a SQL string, the path's quotes doubled as SQL wants."""
+    return f"read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')"

@@ -23,10 +23,6 @@ RATING_CHECKS = {
 }
 
 
-def _sql(path: Path) -> str:
-    return f"read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')"
-
-
 def check_items(dataset_dir: str | Path) -> list[CheckOutcome]:
     path = Path(dataset_dir) / "items.parquet"
     n, distinct, lo, hi, books, incomplete, no_year, few, averages = duck.one(
@@ -34,7 +30,7 @@ def check_items(dataset_dir: str | Path) -> list[CheckOutcome]:
         "count(*) FILTER (WHERE coalesce(trim(title), '') = '' OR coalesce(trim(overview), '') = '' "
         "OR coalesce(len(genres), 0) = 0), count(*) FILTER (WHERE year IS NULL), "
         f"count(*) FILTER (WHERE coalesce(vote_count, 0) < {MIN_RATINGS}), "
-        f"count(*) FILTER (WHERE vote_average NOT BETWEEN 1 AND 5 OR vote_average IS NULL) FROM {_sql(path)}"
+        f"count(*) FILTER (WHERE vote_average NOT BETWEEN 1 AND 5 OR vote_average IS NULL) FROM {duck.parquet(path)}"
     )
     problems = schema_problems(path, BOOK_ITEMS)
     return [
@@ -65,7 +61,7 @@ def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
     problems = schema_problems(d / "ratings.parquet", BOOK_RATINGS)
     orphans, out_of_range = duck.one(
         f"SELECT count(*) FILTER (WHERE i.item_id IS NULL), count(*) FILTER (WHERE r.rating NOT BETWEEN 1 AND 5) "
-        f"FROM {_sql(d / 'ratings.parquet')} r LEFT JOIN {_sql(d / 'items.parquet')} i USING (item_id)"
+        f"FROM {duck.parquet(d / 'ratings.parquet')} r LEFT JOIN {duck.parquet(d / 'items.parquet')} i USING (item_id)"
     )
     if orphans:
         problems.append(f"{orphans} rating(s) point to no item")

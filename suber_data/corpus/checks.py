@@ -21,16 +21,12 @@ RATING_CHECKS = {
 }
 
 
-def _sql(path: Path) -> str:
-    return f"read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')"
-
-
 def check_items(dataset_dir: str | Path) -> list[CheckOutcome]:
     path = Path(dataset_dir) / "items.parquet"
     n, distinct, lo, hi, sources, untitled, uncategorised = duck.one(
         "SELECT count(*), count(DISTINCT item_id), min(item_id), max(item_id), count(DISTINCT source_id), "
         "count(*) FILTER (WHERE coalesce(trim(title), '') = ''), "
-        f"count(*) FILTER (WHERE coalesce(len(genres), 0) = 0) FROM {_sql(path)}"
+        f"count(*) FILTER (WHERE coalesce(len(genres), 0) = 0) FROM {duck.parquet(path)}"
     )
     return [
         CheckOutcome(
@@ -54,7 +50,7 @@ def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
     problems = schema_problems(d / "ratings.parquet", CORPUS_RATINGS)
     (orphans,) = duck.one(
         f"SELECT count(*) FILTER (WHERE i.item_id IS NULL) "
-        f"FROM {_sql(d / 'ratings.parquet')} r LEFT JOIN {_sql(d / 'items.parquet')} i USING (item_id)"
+        f"FROM {duck.parquet(d / 'ratings.parquet')} r LEFT JOIN {duck.parquet(d / 'items.parquet')} i USING (item_id)"
     )
     if orphans:
         problems.append(f"{orphans} rating(s) point to no item")
