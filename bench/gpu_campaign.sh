@@ -6,7 +6,7 @@
 #   bench/gpu_campaign.sh --smoke            # rehearsal here, on the CPU: tiny shapes, every part, seconds
 #   bench/gpu_campaign.sh --call 1           # on the device: pytest -m gpu, the rater, embeddings (about 4 min)
 #   bench/gpu_campaign.sh --call 2           # on the device: descriptions, RL (about 4 min)
-#   bench/gpu_campaign.sh                    # both calls' parts in one command (under 10 min only if all go well)
+#   bench/gpu_campaign.sh                    # both calls' parts in one command: at most 8.5 min by the limits below
 #
 # Before the first device call, here: `make gpu-prepare` (bench/gpu_wheels.sh and bench/gpu_prepare.py fill the
 # git-ignored .gpu-carry/: the wheels the device lacks and the assets the parts read, about 45 MB in all).
@@ -67,13 +67,13 @@ part() {  # part NAME SECONDS ARGS...: one part, its own time limit, its output 
 
 if [ "$CALL" = 1 ] || [ "$CALL" = all ]; then
   # the gpu-marked tests that run without the builder's packages (the device has none of dagster's)
-  part pytest 90 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py
-  part rater 300
-  part embeddings 150
+  part pytest 60 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py
+  part rater 150
+  part embeddings 60
 fi
 if [ "$CALL" = 2 ] || [ "$CALL" = all ]; then
-  part descriptions 300
-  part rl 240
+  part descriptions 150
+  part rl 90
 fi
 $PY bench/gpu_report.py "$OUT" >/dev/null 2>>"$LOG"
 # the end of the output is what a device call returns: the ratios and goals, then what failed
