@@ -30,6 +30,22 @@ def test_mistral_architecture_batched_equals_one_at_a_time(movies, smollm2_token
     assert np.abs(single[0] - single[1]).max() > 1e-4  # different prompts, different answers
 
 
+def test_persona_caches_from_other_chunks_and_calls_equal_one_at_a_time(movies, smollm2_tokenizer):
+    # personas are kept per chunk of users (one tensor per layer); later batches take rows from several chunks,
+    # some longer than the batch's longest persona, into preallocated buffers the forward pass writes in place
+    tok = smollm2_tokenizer
+    model = tiny_random_lm("mistral", len(tok))
+    rater = TransformersRater(movies, model, tok, scale="0-9", shots=2, max_batch=2)
+    req = mixed_requests(movies.n_items)
+    rater.distribution(req)  # chunks of two users: (0, 1) and (3)
+    heads, _ = rater.encode_parts(req)
+    assert len({len(h) for h in heads}) > 1  # personas of different lengths
+    later = req.subset(np.array([3, 1, 2]))  # users 3, 1, 0: rows from both chunks in one batch, reordered
+    np.testing.assert_allclose(rater.distribution(later), rater.distribution_one_by_one(later), atol=1e-6)
+    alone = req.subset(np.array([1]))  # one user of a chunk whose longest persona is another's
+    np.testing.assert_allclose(rater.distribution(alone), rater.distribution_one_by_one(alone), atol=1e-6)
+
+
 @pytest.mark.gpu
 @needs_cuda
 def test_smollm2_on_cuda_agrees_with_cpu(movies, smollm2):

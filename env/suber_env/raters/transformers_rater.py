@@ -5,6 +5,8 @@ key-value caches reused."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..prompts import PromptBuilder
@@ -190,7 +192,8 @@ class TransformersRater(Rater):
         return self._label_probs(logits, step2)
 
     def _persona_caches(self, users: list[int], heads: list[list[int]]) -> None:
-        """Compute (on top of the shared prefix) and keep the key-value cache of users' heads not cached."""
+        """Compute (on top of the shared prefix) and keep the key-value cache of users' heads not cached. A chunk of
+        users keeps one tensor per layer (one copy, not one per user); a user holds (its chunk, its row, its length)."""
         torch = self.torch
         todo = {}
         for u, h in zip(users, heads, strict=True):
@@ -208,36 +211,59 @@ class TransformersRater(Rater):
             body, _ = self._body_head()
             with torch.inference_mode():
                 body(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+            block = [(layer.keys[:, :, P:].clone(), layer.values[:, :, P:].clone()) for layer in cache.layers]
             for r, u in enumerate(chunk):
-                n = int(lens[r])
-                self._persona_kv[u] = [
-                    (layer.keys[r, :, P : P + n].clone(), layer.values[r, :, P : P + n].clone())
-                    for layer in cache.layers
-                ]
+                self._persona_kv[u] = (block, r, int(lens[r]))
         while len(self._persona_kv) > max(self.persona_cache_size, len(set(users))):
             self._persona_kv.popitem(last=False)
 
+    def _persona_batch_cache(self, users: list[int], T: int):
+        """The cache of a batch: the shared prefix, then each row's persona (padded to the longest, zeros after
+        it), in buffers with room for the ``T`` tokens of the rest (and the second token of a two-token label),
+        which the forward pass writes in place rather than concatenating. Returns (cache, persona lengths)."""
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        torch = self.torch
+        b, P = len(users), len(self.prefix_ids)
+        held = [self._persona_kv[u] for u in users]
+        plen = torch.tensor([n for _, _, n in held], device=self.device)
+        Lmax = int(plen.max())
+        groups: dict[int, tuple[list, list[int], list[int]]] = {}  # rows taken from one chunk: one copy per layer
+        for row, (block, src, _) in enumerate(held):
+            _, rows, srcs = groups.setdefault(id(block), (block, [], []))
+            rows.append(row)
+            srcs.append(src)
+        index = [(blk, torch.tensor(rows, device=self.device), torch.tensor(srcs, device=self.device))
+                 for blk, rows, srcs in groups.values()]  # fmt: skip
+        cache = DynamicCache(config=self.model.config)
+        room = T + (1 if self.doubles else 0)
+        for i, (k0, v0) in enumerate(self._prefix_kv()):
+            pair = []
+            for x0, part in ((k0, 0), (v0, 1)):
+                x = x0.new_empty((b, x0.shape[1], P + Lmax + room, x0.shape[3]))
+                x[:, :, :P] = x0
+                x[:, :, P : P + Lmax].zero_()
+                for blk, rows, srcs in index:
+                    src = blk[i][part]
+                    n = min(src.shape[2], Lmax)
+                    x[rows, :, P : P + n] = src.index_select(0, srcs)[:, :, :n]
+                pair.append(x)
+            if type(cache.layers[i]) is DynamicLayer:  # a sliding-window layer keeps its own update
+                cache.layers[i] = _buffer_layer_class()(*pair, filled=P + Lmax)
+            else:
+                cache.update(pair[0][:, :, : P + Lmax], pair[1][:, :, : P + Lmax], i)
+        return cache, plen
+
     def _forward_batch_persona(self, users: list[int], rests: list[list[int]]) -> np.ndarray:
         """Shared prefix + each row's cached persona (padded to the longest, masked) + the rest."""
-        from transformers import DynamicCache
-
         torch = self.torch
         b = len(users)
         P = len(self.prefix_ids)
-        pk = [self._persona_kv[u] for u in users]
-        plen = torch.tensor([kv[0][0].shape[1] for kv in pk], device=self.device)
-        Lmax = int(plen.max())
         ids, lens = self._padded(rests)
         T = ids.shape[1]
-        cache = DynamicCache(config=self.model.config)
-        for i, (k0, v0) in enumerate(self._prefix_kv()):
-            k = k0.new_zeros((b, k0.shape[1], P + Lmax, k0.shape[3]))
-            v = v0.new_zeros((b, v0.shape[1], P + Lmax, v0.shape[3]))
-            k[:, :, :P], v[:, :, :P] = k0, v0
-            for r, kv in enumerate(pk):
-                n = kv[i][0].shape[1]
-                k[r, :, P : P + n], v[r, :, P : P + n] = kv[i]
-            cache.update(k, v, i)
+        cache, plen = self._persona_batch_cache(users, T)
+        Lmax = int(plen.max())
         cols = torch.arange(P + Lmax + T, device=self.device)
         mask = ~((cols[None, :] >= P + plen[:, None]) & (cols[None, :] < P + Lmax))  # hide the persona padding
         pos = (P + plen)[:, None] + torch.arange(T, device=self.device)[None, :]
@@ -291,6 +317,36 @@ class TransformersRater(Rater):
         """Reference path: each request alone, the whole prompt, no cache, no padding."""
         seqs = [self.prefix_ids + s for s in self.encode(req)]
         return np.concatenate([self._forward_batch([s], with_prefix=False) for s in seqs])
+
+
+@functools.cache
+def _buffer_layer_class():
+    """Made on first use: transformers is imported only when a local model rates."""
+    from transformers.cache_utils import DynamicLayer
+
+    class BufferLayer(DynamicLayer):
+        """A cache layer over preallocated buffers: ``update`` writes the new keys and values into the room left
+        after the filled part (no concatenation, which would copy the whole cache per layer); past the room it
+        falls back to concatenating."""
+
+        def __init__(self, keys, values, filled: int):
+            super().__init__()
+            self.dtype, self.device = keys.dtype, keys.device
+            self._room = (keys, values)
+            self.keys, self.values = keys[:, :, :filled], values[:, :, :filled]
+            self.is_initialized = True
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            n, t = self.keys.shape[-2], key_states.shape[-2]
+            k, v = self._room
+            if n + t > k.shape[-2] or k.shape[0] != key_states.shape[0]:
+                return super().update(key_states, value_states, *args, **kwargs)
+            k[:, :, n : n + t].copy_(key_states)
+            v[:, :, n : n + t].copy_(value_states)
+            self.keys, self.values = k[:, :, : n + t], v[:, :, : n + t]
+            return self.keys, self.values
+
+    return BufferLayer
 
 
 def load_model(path: str, gguf_file: str | None = None, device: str | None = None, dtype=None):
