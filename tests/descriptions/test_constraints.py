@@ -133,3 +133,69 @@ def test_no_run_of_tokens_is_sampled_twice(tiny):
         assert r.error is None and re.fullmatch(r"[a-z ]+\n", r.text), r.text
         sampled = r.tokens[:-1]  # the last token is the program's own line break
         assert _repeated_run(sampled, n) is None, r.text
+
+
+def test_cache_buffers_grow_and_drop_rows_with_the_same_texts(tiny, monkeypatch):
+    """The decoding cache writes each step into preallocated room (grown when it runs out, re-cut when finished
+    rows leave); the texts are those of transformers' own concatenating cache."""
+    from suber_data.descriptions import local
+
+    grammars = [guidance.gen("text", stop="\n", max_tokens=m).ll_grammar() for m in (5, 12, 30, 8, 20, 3)]
+    prompts = [("USER: go ASSISTANT:", "Text:"), ("USER: other ASSISTANT:", "Longer tail here:")] * 3
+    args = (prompts, grammars, [7, 8, 9, 10, 11, 12], 1.0, 40)
+    monkeypatch.setattr(local, "ROOM", 2)  # room for 2 tokens: it runs out again and again
+    roomy = tiny.run_programs(*args)
+    assert len({len(r.tokens) for r in roomy}) > 1  # rows ended at different steps and left the batch
+    monkeypatch.setattr(local, "_make_room", lambda cache, room: None)
+    plain = tiny.run_programs(*args)
+    assert [r.text for r in roomy] == [r.text for r in plain]
+
+
+def test_repeat_ban_keeps_a_row_its_only_token():
+    import torch
+
+    from suber_data.descriptions.local import RepeatGuard, _ban_repeats
+
+    guards = [RepeatGuard(2), RepeatGuard(2), RepeatGuard(2)]
+    for guard in guards:
+        guard.add([3, 4, 3])  # after 3 comes 4: token 4 is banned next
+    allowed = torch.zeros((3, 8), dtype=torch.bool)
+    allowed[0, [4, 5]] = True  # 4 goes, 5 stays
+    allowed[1, 4] = True  # 4 is all there is: it stays
+    allowed[2, 6] = True  # nothing banned is allowed anyway
+    guards[2].tokens = guards[2].tokens[:1]  # and this guard bans nothing yet
+    _ban_repeats(allowed, guards)
+    assert allowed[0].nonzero().flatten().tolist() == [5]
+    assert allowed[1].nonzero().flatten().tolist() == [4]
+    assert allowed[2].nonzero().flatten().tolist() == [6]
+
+
+def test_roomy_cache_gives_the_logits_of_transformers_cache(tiny, monkeypatch):
+    """Step by step, with rows dropped and the room outgrown, the model reads the same keys and values from the
+    preallocated buffers as from transformers' concatenating cache."""
+    import torch
+    from transformers import DynamicCache
+
+    from suber_data.descriptions import local
+
+    monkeypatch.setattr(local, "ROOM", 3)
+    model, vocab = tiny.model, len(tiny.tokenizer)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(2, vocab, (4, 6), generator=gen)
+    plain, roomy = DynamicCache(config=model.config), DynamicCache(config=model.config)
+    with torch.inference_mode():
+        for cache in (plain, roomy):
+            model(input_ids=ids, past_key_values=cache, use_cache=True)
+        local._make_room(roomy, 2)
+        rows = 4
+        for step in range(6):
+            if step == 2:  # rows 0 and 2 finish: the others go on, in a new order
+                keep = torch.tensor([3, 1])
+                plain.batch_select_indices(keep)
+                roomy.batch_select_indices(keep)
+                rows = 2
+            new = torch.randint(2, vocab, (rows, 1 + step % 2), generator=gen)  # one or two tokens a step
+            a = model(input_ids=new, past_key_values=plain, use_cache=True).logits
+            b = model(input_ids=new, past_key_values=roomy, use_cache=True).logits
+            torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+    assert (a[0] - a[1]).abs().max() > 1e-3  # the rows' contexts differ enough for a mix-up to show
