@@ -4,15 +4,14 @@
 # $OUT/gpu_<part>.json, merged into $OUT/gpu_results.{json,md} (bench/gpu_report.py; then --into bench/RESULTS.md).
 #
 #   bench/gpu_campaign.sh --smoke            # rehearsal here, on the CPU: tiny shapes, every part, seconds
-#   bench/gpu_campaign.sh --call 1           # on the device: pytest -m gpu, the rater, embeddings (about 4 min)
-#   bench/gpu_campaign.sh --call 2           # on the device: descriptions, RL (about 4 min)
-#   bench/gpu_campaign.sh                    # both calls' parts in one command: at most 8.5 min by the limits below
+#   bench/gpu_campaign.sh                    # on the device: every part, 4.5 to 5.5 min on an H200 (8.5 at most)
+#   bench/gpu_campaign.sh --call 1           # only pytest -m gpu, the rater and embeddings (about 2 min)
+#   bench/gpu_campaign.sh --call 2           # only descriptions and RL (about 3 min)
 #
 # Before the first device call, here: `make gpu-prepare` (bench/gpu_wheels.sh and bench/gpu_prepare.py fill the
 # git-ignored .gpu-carry/: the wheels the device lacks and the assets the parts read, about 45 MB in all).
-# Device calls, each with carry [".gpu-carry"] and timeout_s 600 (docs/gpu.md says more):
-#   bash bench/gpu_campaign.sh --call 1
-#   bash bench/gpu_campaign.sh --call 2
+# The device call, with carry [".gpu-carry"] and timeout_s 500 (docs/gpu.md says more):
+#   bash bench/gpu_campaign.sh
 # Each part has its own time limit (below), so one that hangs leaves the others their time, and its figures so
 # far stay in its JSON file.
 set -uo pipefail
