@@ -53,12 +53,12 @@ def _rllib_ppo(ds, n: int, steps: int, runners: int) -> tuple[float, float]:
     from ray.tune.registry import register_env
     from suber_env.training import TrainConfig
     from suber_env.training.rllib_env import make_env
-    from suber_env.training.rllib_trainer import ENV_NAME, _connect, ppo_config
+    from suber_env.training.rllib_trainer import ENV_NAME, _connect, rllib_config
 
     _connect(None, runners)
     register_env(ENV_NAME, make_env)
     t0 = time.perf_counter()
-    algo = ppo_config(ds, TrainConfig(algo="ppo", steps=steps, num_envs=n), runners).build_algo()
+    algo = rllib_config(ds, TrainConfig(algo="ppo", steps=steps, num_envs=n), runners).build_algo()
     first = int(algo.train()["env_runners"]["num_env_steps_sampled_lifetime"])
     t, start, done = time.perf_counter(), first, first
     while done - start < steps:

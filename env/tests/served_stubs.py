@@ -139,3 +139,37 @@ def served(kind: str, names: dict[int, str], old: bool = False) -> Iterator[tupl
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@contextmanager
+def flaky(fail_after: int) -> Iterator[tuple[str, list]]:
+    """(base URL, paths answered) of a loopback endpoint that answers ``{"path": ..., "port": ...}`` to its first
+    ``fail_after`` POSTs and 503 (Retry-After: 0) to the rest, as an overloaded or restarting server does."""
+    answered: list = []
+
+    class Flaky(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            if len(answered) >= fail_after:
+                data, status = b'{"detail": "overloaded"}', 503
+            else:
+                answered.append(self.path)
+                data, status = json.dumps({"path": self.path, "port": self.server.server_address[1]}).encode(), 200
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if status == 503:
+                self.send_header("Retry-After", "0")
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}/v1", answered
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -1,5 +1,6 @@
 """``--engine rllib`` on a real two-node Ray cluster on loopback: a head and a second node, each started by
 ``ray start`` as its own process group with one CPU, so the two env runners (one CPU each) land one per node.
+PPO (learns, checkpoints, resumes), APPO (learns), and an env runner rating through a real llama.cpp server.
 
 RLlib 2.60 pins gymnasium 1.2.2 while the project installs 1.4.0, so these tests run in the RLlib overlay
 (``make rllib``: .venv-rllib, docs/training.md) and skip elsewhere. The cluster's processes are started with this
@@ -108,3 +109,53 @@ def test_ppo_on_two_nodes_learns_past_random_and_popularity(cluster, movies, tmp
     algo.stop()
     steps = [int(r.split(",")[0]) for r in (run / "progress.csv").read_text().splitlines()[1:]]
     assert ran >= 500 and steps[-1] >= 3500 and np.all(np.diff(steps) > 0)
+
+
+def test_appo_on_two_nodes_learns_past_random(cluster, movies, tmp_path):
+    """APPO (asynchronous: the runners sample while the learner updates; V-trace) with the same module and
+    settings as PPO but its short fragments (APPO_HPARAMS), 3,000 steps: it beats random and most-popular, and
+    eval-policy's loader reads its run."""
+    from suber_env.training import TrainConfig, compare
+    from suber_env.training.policies import BASELINES
+    from suber_env.training.rllib_trainer import RLlibPolicy, train_rllib
+
+    cfg = TrainConfig(algo="appo", steps=3000, num_envs=8, seed=0, checkpoint_every=10_000)
+    algo, ran = train_rllib(movies, cfg, tmp_path / "runs", address=cluster, env_runners=2)
+    assert type(algo).__name__ == "APPO"
+    algo.stop()
+    run = tmp_path / "runs" / "appo" / "seed0"
+    assert ran >= 3000 and (run / "final").is_dir() and (run / "progress.csv").exists()
+    policies = {n: (lambda s, c=BASELINES[n]: c(movies, s)) for n in ("random", "most-popular")}
+    policies["appo"] = lambda s: RLlibPolicy.load(run / "final", movies, "appo")
+    results, _ = compare(movies, policies, [0, 1], steps=10)
+    reward = {name: r["reward"][0] for name, r in results.items()}
+    print(reward)
+    assert reward["appo"] > reward["random"] + 0.5 and reward["appo"] > reward["most-popular"] + 0.3
+
+
+def test_env_runner_rates_through_a_llama_cpp_server(cluster, movies, tmp_path):
+    """The openai rater inside an RLlib env runner (a Ray actor on the cluster), served by a real llama.cpp
+    server: every rating the runner's env made is one answer of the server."""
+    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed")
+    from llama_servers import answered, start_server, stop_server
+    from suber_env.training import TrainConfig
+    from suber_env.training.rllib_trainer import train_rllib
+
+    log = tmp_path / "server.log"
+    url, proc = start_server(log, "--requantize", "Q8_0", "--requantize_dir", str(tmp_path / "gguf"), "--n_ctx", "1024")
+    try:
+        rater = {"base_url": url, "model": "smollm2", "scale": "one-ten", "shots": 0, "top_logprobs": 40}
+        cfg = TrainConfig(
+            algo="ppo", steps=16, num_envs=2, seed=0, rater="openai", rater_kwargs=rater, checkpoint_every=10_000,
+            env_options={"retrieval": "none"}, hparams={"n_steps": 8, "batch_size": 16, "n_epochs": 1},
+        )  # fmt: skip
+        algo, ran = train_rllib(movies, cfg, tmp_path / "runs", address=cluster, env_runners=1)
+        rated = algo.env_runner_group.foreach_env_runner(
+            lambda runner: (runner.env.unwrapped.venv.core.rater.name, runner.env.unwrapped.venv.core.rater.rated),
+            local_env_runner=False,
+        )
+        algo.stop()
+    finally:
+        stop_server(proc)
+    assert ran >= 16 and rated[0][0] == "openai" and rated[0][1] >= 16
+    assert answered(log) == rated[0][1]  # each of the runner's ratings is one answer of the server

@@ -8,7 +8,7 @@ import socket
 
 import numpy as np
 import pytest
-from served_stubs import logprobs, served
+from served_stubs import flaky, logprobs, served
 from suber_env import OpenAIRater, Requests
 from suber_env.raters.score_paths import LabelTokens
 
@@ -117,6 +117,26 @@ def test_pool_fails_over_to_a_live_endpoint(movies, smollm2_tokenizer):
     dead = OpenAIRater(movies, [_dead_url(), _dead_url()], "m", scale="0-9", shots=0, max_attempts=2, backoff=0.01)
     with pytest.raises(RuntimeError, match=r"every endpoint of .* kept failing after 2 attempts"):
         dead.distribution(_requests(movies, 1))
+
+
+def test_pool_sends_a_jobs_requests_to_one_endpoint_and_retries_the_whole_job(movies):
+    """A job of two requests (llama.cpp's token-ids path: the top log-probabilities, then the whole list, which
+    the same server answers from its cache) whose endpoint fails between them runs again, both requests, on another
+    endpoint; the failed endpoint's first answer is not used."""
+    from suber_env.raters.pool import EndpointPool
+
+    with flaky(fail_after=1) as (url_x, got_x), flaky(fail_after=9) as (url_y, got_y):
+        pool = EndpointPool([url_x, url_y], backoff=0.01, cooldown=60)
+        port_y = int(url_y.rsplit(":", 1)[1].split("/")[0])
+        answers = pool.call(lambda send: (send("first", {}), send("second", {})))
+        assert [a["port"] for a in answers] == [port_y, port_y] and [a["path"] for a in answers] == [
+            "/v1/first",
+            "/v1/second",
+        ]
+        assert got_x == ["/v1/first"] and got_y == ["/v1/first", "/v1/second"]
+        x, y = pool.endpoints
+        assert (x.failures, x.served, y.served, pool.failovers) == (1, 0, 1, 1)
+        pool.close()
 
 
 def test_named_server_and_path_skip_the_probe(movies, smollm2_tokenizer):

@@ -3,9 +3,9 @@
 The prompts of a batch are cut into requests (``max_batch`` prompts each; one each for llama-cpp-python's server,
 which takes a single prompt), sent concurrently over the pool's endpoints (pool.py: failover, retries with
 backoff, the server's Retry-After), and each prompt's distribution over the scale is read through the cheapest
-score path the server offers (score_paths.py): ``token_ids`` on vLLM, ``score`` on SGLang, ``top_logprobs``
-elsewhere or when no tokenizer is given. The server's kind is read once from ``GET /v1/models`` (``owned_by``);
-a token-id path the server refuses falls back to ``top_logprobs``. The API key, if any, comes from the
+score path the server offers (score_paths.py): ``token_ids`` on vLLM and llama-cpp-python, ``score`` on SGLang,
+``top_logprobs`` elsewhere or when no tokenizer is given. The server's kind is read once from ``GET /v1/models``
+(``owned_by``); a token-id path the server refuses falls back to ``top_logprobs``. The API key, if any, comes from the
 environment variable named by ``api_key_env`` and is never logged. Needs ``pip install 'suber-env[openai]'``."""
 
 from __future__ import annotations
@@ -114,13 +114,14 @@ class OpenAIRater(Rater):
         elif self.tokenizer is None:
             self.score_path = "top_logprobs"
         else:
-            self.score_path = {"vllm": "token_ids", "sglang": "score"}.get(self.server, "top_logprobs")
+            cheapest = {"vllm": "token_ids", "sglang": "score", "llama-cpp-python": "token_ids"}
+            self.score_path = cheapest.get(self.server, "top_logprobs")
         if self.score_path != "top_logprobs":
             probe = self.render.full("x", self.pb.answer_prefix("Ann", "F"))
             self._labels = sp.LabelTokens(self.tokenizer, self.scale, probe)
 
     def _check_path(self, path: str) -> None:
-        need = {"token_ids": ("vllm",), "score": ("sglang",)}.get(path)
+        need = {"token_ids": ("vllm", "llama-cpp-python"), "score": ("sglang",)}.get(path)
         if need and self.tokenizer is None:
             raise ValueError(f"score_path={path!r} needs the model's tokenizer (tokenizer=...) for the label ids")
         if need and self.server not in need:
@@ -128,20 +129,34 @@ class OpenAIRater(Rater):
 
     # -- rating
 
-    def _jobs(self, prefix: str, suffixes: list[str]) -> tuple[list[tuple[str, dict]], list[tuple[int, int]]]:
-        """(path, body) requests and, for each, the prompts its answer rates: (first, count)."""
-        n, m, path = len(suffixes), self.model_name, self.score_path
-        step = 1 if self.server == "llama-cpp-python" else self.max_batch  # its server takes one prompt
+    def _jobs(self, prefix: str, suffixes: list[str]) -> tuple[list, list[tuple[int, int]]]:
+        """The pool's jobs (each a callable of ``send`` that returns its prompts' label rows) and, for each, the
+        prompts it rates: (first, count)."""
+        n, m, path, labels = len(suffixes), self.model_name, self.score_path, self._labels
+        llama = self.server == "llama-cpp-python"
+        step = 1 if llama else self.max_batch  # its server takes one prompt
+        url, lookup, n_labels, n_top = self.base_url, self._lookup, self.scale.n, self.top_logprobs
         jobs, what = [], []
         for a in range(0, n, step):
             chunk = suffixes[a : a + step]
+            prompts = [prefix + s for s in chunk]
             if path == "score":
-                jobs.append(("score", sp.sglang_score_body(m, prefix, chunk, self._labels)))
+                body = sp.sglang_score_body(m, prefix, chunk, labels)
+                jobs.append(lambda send, b=body, k=len(chunk): sp.read_sglang_score(send("score", b), k, labels, url))
+            elif path == "token_ids" and llama:
+                jobs.append(sp.llama_token_ids_job(m, prompts[0], labels, n_top, url))
             elif path == "token_ids":
-                jobs.append(("completions", sp.vllm_token_ids_body(m, [prefix + s for s in chunk], self._labels)))
+                body = sp.vllm_token_ids_body(m, prompts, labels)
+                jobs.append(
+                    lambda send, b=body, k=len(chunk): sp.read_vllm_token_ids(send("completions", b), k, labels, url)
+                )
             else:
-                prompts = [prefix + s for s in chunk]
-                jobs.append(("completions", sp.top_logprobs_body(m, prompts, self.top_logprobs)))
+                body = sp.top_logprobs_body(m, prompts, n_top)
+                jobs.append(
+                    lambda send, b=body, k=len(chunk): sp.read_top_logprobs(
+                        send("completions", b), k, lookup, n_labels, url
+                    )
+                )
             what.append((a, len(chunk)))
         return jobs, what
 
@@ -149,20 +164,12 @@ class OpenAIRater(Rater):
         jobs, what = self._jobs(prefix, suffixes)
         out = np.zeros((len(suffixes), self.scale.n))
         filled = np.zeros(len(jobs), bool)
-        url = f"{self.base_url}/{jobs[0][0]}" if jobs else self.base_url
-        labels, path = self._labels, self.score_path
 
-        def use(k: int, data: dict) -> None:
+        def use(k: int, rows: list[np.ndarray]) -> None:
             if filled[k]:  # a request's answer is used once, whatever the retries did
                 raise AssertionError(f"request {k} answered twice")
             filled[k] = True
             a, count = what[k]
-            if path == "score":
-                rows = sp.read_sglang_score(data, count, labels, url)
-            elif path == "token_ids":
-                rows = sp.read_vllm_token_ids(data, count, labels, url)
-            else:
-                rows = sp.read_top_logprobs(data, count, self._lookup, self.scale.n, url)
             out[a : a + count] = rows
 
         self.pool.run(jobs, use)

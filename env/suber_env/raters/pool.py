@@ -7,8 +7,12 @@ down the pool waits (the server's Retry-After, else exponential backoff) and tri
 tries per request. A result is kept only from a complete answer, and each request's slot is filled once, so a
 server killed mid-run loses no rating and none is counted twice.
 
-The descriptions' multi-endpoint backend (suber_data) solves the same problem for generation; the env keeps its
-own pool because it never imports suber_data (see docs/scale-out.md).
+A request is a job (``call``): a callable that may send several requests, all to the endpoint chosen for it (a
+follow-up that reads the server's cache of the first, as llama.cpp's token-ids path does); a transient failure of
+any of them runs the whole job again elsewhere.
+
+The descriptions' multi-endpoint backend (suber_data) solves a similar problem for generation; they stay two
+(docs/design-notes.md, "Two server pools").
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # Statuses worth another try: timeouts, rate limits, overloaded or restarting servers.
 TRANSIENT = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -134,8 +141,22 @@ class EndpointPool:
             wait = min(self.backoff * 2**attempt, max(soonest, 0.0))
         time.sleep(max(0.0, min(wait, self.max_backoff)))
 
+    def _send(self, ep: _Endpoint, path: str, body: dict) -> dict:
+        resp = self.client.post(f"{ep.url}/{path}", json=body)
+        if resp.status_code in TRANSIENT:
+            raise Transient(f"HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
+        if resp.status_code != 200:
+            raise Rejected(f"{ep.url}/{path}", resp.status_code, resp.text)
+        return resp.json()
+
     def post(self, path: str, body: dict) -> dict:
         """POST ``body`` to ``path`` (relative to a base URL) on some endpoint; the answer's JSON."""
+        return self.call(lambda send: send(path, body))
+
+    def call(self, job: Callable[[Callable[[str, dict], dict]], T]) -> T:
+        """``job(send)`` on some endpoint, where ``send(path, body)`` POSTs to that endpoint and returns the answer's
+        JSON: a job that needs a second request (a follow-up that reads the server's cache of the first) sends
+        both to the same server. A transient failure of either sends the whole job to another endpoint."""
         import httpx
 
         last: Exception | None = None
@@ -154,15 +175,10 @@ class EndpointPool:
                     self.retries += 1
                     self.failovers += failed is not None and ep is not failed
             try:
-                resp = self.client.post(f"{ep.url}/{path}", json=body)
-                if resp.status_code in TRANSIENT:
-                    raise Transient(f"HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
-                if resp.status_code != 200:
-                    raise Rejected(f"{ep.url}/{path}", resp.status_code, resp.text)
-                data = resp.json()
+                out = job(lambda path, body, ep=ep: self._send(ep, path, body))
                 with self._lock:
                     ep.served += 1
-                return data
+                return out
             except (Transient, httpx.TransportError) as exc:
                 last, failed = exc, ep
                 hint = getattr(exc, "retry_after", None)
@@ -176,18 +192,23 @@ class EndpointPool:
         why = str(last) if isinstance(last, Transient) else f"{type(last).__name__}: {last}"
         where = self.urls[0] if len(self.endpoints) == 1 else f"every endpoint of {self.urls}"
         raise RuntimeError(
-            f"{where}/{path} kept failing after {self.max_attempts} attempts ({why}); check that the server is up, "
+            f"{where} kept failing after {self.max_attempts} attempts ({why}); check that the server is up, "
             "or raise max_attempts / timeout for a slow or restarting server"
         ) from last
 
-    def run(self, jobs: list[tuple[str, dict]], use: Callable[[int, dict], None]) -> None:
-        """POST every (path, body) job concurrently over the endpoints; ``use(i, answer)`` is called once per
-        job, with its answer, in this thread. The first job that fails for good raises after the others end."""
+    def run(self, jobs: list, use: Callable[[int, Any], None]) -> None:
+        """Run every job concurrently over the endpoints: a (path, body) pair is POSTed, a callable goes to
+        ``call``; ``use(i, answer)`` is called once per job, with its answer (the JSON, or what the callable
+        returned), in this thread. The first job that fails for good raises after the others end."""
+
+        def one(job):
+            return self.post(*job) if isinstance(job, tuple) else self.call(job)
+
         if len(jobs) == 1 or self.workers == 1:
-            for i, (path, body) in enumerate(jobs):
-                use(i, self.post(path, body))
+            for i, job in enumerate(jobs):
+                use(i, one(job))
             return
         with ThreadPoolExecutor(min(self.workers, len(jobs))) as ex:
-            futures = [ex.submit(self.post, path, body) for path, body in jobs]
+            futures = [ex.submit(one, job) for job in jobs]
             for i, fut in enumerate(futures):
                 use(i, fut.result())

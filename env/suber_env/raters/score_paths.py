@@ -3,13 +3,18 @@ of prompts and how to read each prompt's label probabilities from the answer.
 
 * ``top_logprobs`` (any OpenAI-compatible server): ``/v1/completions`` with ``max_tokens=1`` and ``logprobs=N``;
   the labels are looked up by their text among the N most likely next tokens (a label outside them counts 0).
-* ``token_ids``: the labels' token ids are named in the request, so every label is scored whatever its rank.
-  On vLLM, ``logprob_token_ids`` (its ``CompletionRequest`` field; ``logprobs`` must be set too) with
+* ``token_ids``: every label is scored whatever its rank, read by the labels' token ids (from the model's
+  tokenizer). On vLLM, ``logprob_token_ids`` (its ``CompletionRequest`` field; ``logprobs`` must be set too) with
   ``return_tokens_as_token_ids`` so that the answer's ``top_logprobs`` keys are ``"token_id:<id>"``.
-  llama-cpp-python's server (0.3.36) has none that works: it has no such field, its ``logit_bias`` and
-  ``grammar`` do not reach its sampler (a +100 bias on a label and a one-label grammar both still sampled the
-  unbiased token here), and ``echo`` of a label appended to the prompt sorts the whole vocabulary once per
-  prompt token (about 12 s per request for a 393-token prompt on this VM); so llama.cpp is read by top_logprobs.
+  On llama-cpp-python's server, which has no such field, the top ``N`` log-probabilities are read by the labels'
+  token texts, and a prompt whose answer lacks a label is asked again on the same server with ``logprobs`` = the
+  vocabulary's size: the server has the prompt in its cache (no decoding; about 0.15 s for SmolLM2's 49,152
+  entries) and every label is in the answer, so the path is exact at the cost of top_logprobs when the labels
+  rank in the top ``N``. Not ``logit_bias``: llama-cpp-python (0.3.36) takes the log-probabilities from the raw
+  logits before its sampler applies the bias, so a bias of +100 on all ten labels leaves ``top_logprobs``
+  exactly as without it (it changes only the sampled token; measured, docs/training.md). Not ``echo`` of a label
+  appended to the prompt: the server sorts the whole vocabulary once per prompt token (about 12 s a request for a
+  393-token prompt here).
 * ``score`` (SGLang): ``/v1/score`` with the shared prefix as ``query``, the requests' suffixes as ``items`` and
   the labels' ``label_token_ids``; ``scores[i]`` are item i's label probabilities in that order. A server
   started with ``--multi-item-scoring-delimiter`` scores all items of the request in one forward pass.
@@ -32,7 +37,8 @@ class PathIgnored(RuntimeError):
 
 class LabelTokens:
     """The scale's label spellings as single tokens: ``ids[j]`` spells label ``label[j]`` and decodes to
-    ``text[j]``. Built from the tokenizer the prompts were rendered with (``prompting.label_token_ids``)."""
+    ``text[j]``; ``vocab`` is the tokenizer's size. Built from the tokenizer the prompts were rendered with
+    (``prompting.label_token_ids``)."""
 
     def __init__(self, tokenizer, scale, context: str):
         from .prompting import label_token_ids
@@ -48,6 +54,7 @@ class LabelTokens:
         self.ids = [int(t) for _, t in singles]
         self.text = [tokenizer.decode([t]) for t in self.ids]
         self.n = scale.n
+        self.vocab = len(tokenizer)
 
     def to_row(self, logprob_of_id: dict[int, float]) -> np.ndarray:
         row = np.zeros(self.n)
@@ -106,6 +113,35 @@ def read_vllm_token_ids(data: dict, n: int, labels: LabelTokens, url: str) -> li
             raise PathIgnored(f"{url}: the answer lacks the logprob_token_ids {missing}; the server ignored them")
         rows.append(labels.to_row(by_id))
     return rows
+
+
+# -- token_ids on llama-cpp-python: the labels read by their token text; the full list when one is missing
+
+
+def llama_token_ids_job(model: str, prompt: str, labels: LabelTokens, n_top: int, url: str):
+    """The job (for ``EndpointPool.call``) that rates one prompt on a llama-cpp-python server: the top ``n_top``
+    log-probabilities, and when a label is not among them the whole vocabulary's, from the same server."""
+
+    def job(send) -> list[np.ndarray]:
+        body = top_logprobs_body(model, [prompt], n_top)
+        row = read_llama_token_ids(send("completions", body), labels)
+        if row is None:  # a label ranks below n_top: ask for every token; the server has the prompt cached
+            row = read_llama_token_ids(send("completions", body | {"logprobs": labels.vocab}), labels)
+            if row is None:
+                raise PathIgnored(f"{url}: logprobs={labels.vocab} still lacks a label of the scale")
+        return [row]
+
+    return job
+
+
+def read_llama_token_ids(data: dict, labels: LabelTokens) -> np.ndarray | None:
+    """The labels' probabilities from a llama-cpp-python answer (its ``top_logprobs`` are keyed by each token's
+    text), or None when a label is not among them."""
+    (c,) = _choices(data, 1, "the llama.cpp server")
+    top = ((c.get("logprobs") or {}).get("top_logprobs") or [{}])[0] or {}
+    if any(t not in top for t in labels.text):
+        return None
+    return labels.to_row({t: top[x] for t, x in zip(labels.ids, labels.text, strict=True)})
 
 
 # -- score on SGLang

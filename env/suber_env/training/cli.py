@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-ALGO_HELP = "a2c | ppo | dqn | trpo | maskable-ppo (the last two need sb3-contrib)"
+ALGO_HELP = "a2c | ppo | dqn | trpo | maskable-ppo (the last two need sb3-contrib); --engine rllib: ppo | appo"
 
 
 def _fail(message: str) -> typer.Exit:
@@ -58,7 +58,7 @@ def train_cmd(
     ),
     out: Path = typer.Option(Path("runs"), help="Checkpoints, progress.csv and TensorBoard logs go here."),
     resume: Path | None = typer.Option(None, help="Continue from this checkpoint (one algo, one seed)."),
-    engine: str = typer.Option("sb3", help="sb3 (one process) or rllib (Ray RLlib env runners; PPO only)."),
+    engine: str = typer.Option("sb3", help="sb3 (one process) or rllib (Ray RLlib env runners; PPO or APPO)."),
     env_runners: int = typer.Option(1, help="--engine rllib: env runner actors, each with --num-envs slots."),
     ray_address: str | None = typer.Option(None, help="--engine rllib: a running Ray cluster (auto, HOST:PORT)."),
 ) -> None:
@@ -89,8 +89,11 @@ def train_cmd(
 def _train_rllib(dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, runners, address) -> None:
     from .trainer import TrainConfig
 
-    if list(algo) != ["ppo"] or obs != "taste" or policy != "items":
-        raise _fail("--engine rllib trains --algo ppo with --obs taste --policy items")
+    algos = ("ppo", "appo")  # rllib_trainer.ALGOS, named here so that the check needs no RLlib
+    if not algo or any(a not in algos for a in algo) or obs != "taste" or policy != "items":
+        raise _fail(f"--engine rllib trains --algo {' or '.join(algos)} with --obs taste --policy items")
+    if resume is not None and (len(algo) > 1 or seeds > 1):
+        raise _fail("--resume continues one run: give one --algo and --seeds 1")
     try:
         import ray.rllib  # noqa: F401 - RLlib itself, not only Ray
 
@@ -101,12 +104,16 @@ def _train_rllib(dataset, algo, steps, seeds, num_envs, rater, obs, policy, out,
             "`make rllib` (docs/training.md)"
         ) from None
     ds = _dataset(dataset)
-    for s in range(seeds):
-        t = time.perf_counter()
-        cfg = TrainConfig(algo="ppo", steps=steps, seed=s, num_envs=num_envs, rater=rater)
-        typer.echo(f"ppo seed {s} on RLlib: {steps} steps ({runners} env runners x {num_envs} envs)")
-        _, ran = train_rllib(ds, cfg, out, resume=resume, progress=typer.echo, address=address, env_runners=runners)
-        typer.echo(f"ppo seed {s}: {ran} steps in {time.perf_counter() - t:.1f}s -> {out / 'ppo' / f'seed{s}'}")
+    for a in algo:
+        for s in range(seeds):
+            t = time.perf_counter()
+            cfg = TrainConfig(algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater)
+            typer.echo(f"{a} seed {s} on RLlib: {steps} steps ({runners} env runners x {num_envs} envs)")
+            algorithm, ran = train_rllib(
+                ds, cfg, out, resume=resume, progress=typer.echo, address=address, env_runners=runners
+            )
+            algorithm.stop()
+            typer.echo(f"{a} seed {s}: {ran} steps in {time.perf_counter() - t:.1f}s -> {out / a / f'seed{s}'}")
 
 
 def eval_policy_cmd(

@@ -3,21 +3,24 @@ policy on the taste observation: the user state is ``[liked genres, disliked gen
 seen this episode]``, an MLP turns it into a latent, and item j's logit is ``W latent · e(f_j)`` with ``e`` an MLP
 over the item's features shared by all items; seen items are masked. The value head is a separate MLP over the
 same user state. ``model_config``: ``item_features`` (``(n_items, F)``), ``n_genres``, ``hidden`` (64),
-``item_dim`` (32)."""
+``item_dim`` (32). For APPO the module also keeps target copies of the policy's networks (``TargetNetworkAPI``: the
+learner makes them and moves them towards the policy; PPO never asks for them)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+from ray.rllib.core.learner.utils import make_target_network
+from ray.rllib.core.rl_module.apis import TargetNetworkAPI, ValueFunctionAPI
+from ray.rllib.core.rl_module.apis.target_network_api import TARGET_NETWORK_ACTION_DIST_INPUTS
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
 from .item_policy import MASKED, ItemScorer
 
 
-class ItemScoringModule(TorchRLModule, ValueFunctionAPI):
+class ItemScoringModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI):
     def setup(self):
         cfg = self.model_config
         feats = np.asarray(cfg["item_features"], np.float32)
@@ -52,3 +55,17 @@ class ItemScoringModule(TorchRLModule, ValueFunctionAPI):
         if embeddings is None:
             embeddings = self._state(batch[Columns.OBS].float())[0]
         return self.critic(embeddings).squeeze(-1)
+
+    # -- APPO's target policy
+
+    def make_target_networks(self):
+        self._old_actor = make_target_network(self.actor)
+        self._old_scorer = make_target_network(self.scorer)
+
+    def get_target_network_pairs(self):
+        return [(self.actor, self._old_actor), (self.scorer, self._old_scorer)]
+
+    def forward_target(self, batch, **kwargs):
+        state, seen = self._state(batch[Columns.OBS].float())
+        logits = self._old_scorer(self._old_actor(state)).masked_fill(seen, MASKED)
+        return {TARGET_NETWORK_ACTION_DIST_INPUTS: logits}

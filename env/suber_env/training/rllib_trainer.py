@@ -1,14 +1,18 @@
-"""``suber-env train --engine rllib``: PPO on Ray RLlib's new API stack (RLModule, Learner, EnvRunner).
+"""``suber-env train --engine rllib``: PPO or APPO on Ray RLlib's new API stack (RLModule, Learner, EnvRunner).
 
 Each env runner is a Ray actor holding one ``SuberVectorEnv`` of ``num_envs`` slots (rllib_env.py), so a step of
 a runner sends all its slots' ratings to the rater as one batch; ``env_runners`` actors run side by side, on one
 machine or across a cluster's nodes (docs/scale-out.md). The policy is the item-scoring model of the SB3 path on
 the taste observation (rllib_module.py) with the same PPO settings (TASTE_HPARAMS["ppo"]: learning rate 3e-3,
-gamma 0.5, 64 steps per env per rollout, minibatches of 256, 4 epochs). Written under ``out/ppo/seed<k>/``:
-``progress.csv`` (the SB3 path's column names, so the report's learning curves read it), checkpoints
-(``checkpoints/ppo_<steps>_steps``, RLlib's own format, which ``resume`` takes) and ``final/`` (the same for the
-last step; ``eval-policy --runs`` evaluates it). ``address``: a running cluster ("auto", "HOST:PORT"), or None
-for a local Ray in this process; the package is shipped to the workers (``runtime_env`` py_modules).
+gamma 0.5, 64 steps per env per rollout, minibatches of 256, 4 epochs). APPO (asynchronous PPO, IMPALA's
+architecture: the env runners keep sampling while the learner updates, V-trace corrects for the policy lag, and
+the clipped surrogate is taken against a target copy of the policy) shares everything but the algorithm's own
+settings (``_algorithm``, ``APPO_HPARAMS``). Written under ``out/<algo>/seed<k>/``: ``progress.csv`` (the SB3
+path's column names, so the report's learning curves read it), checkpoints (``checkpoints/<algo>_<steps>_steps``,
+RLlib's own format, which ``resume`` takes) and ``final/`` (the same for the last step; ``eval-policy --runs``
+evaluates it).
+``address``: a running cluster ("auto", "HOST:PORT"), or None for a local Ray in this process; the package is
+shipped to the workers (``runtime_env`` py_modules).
 """
 
 from __future__ import annotations
@@ -36,18 +40,47 @@ def _connect(address: str | None, env_runners: int = 1) -> None:
     ray.init(address=address, runtime_env={"py_modules": [package]}, log_to_driver=False, **local)
 
 
-def ppo_config(dataset, cfg, env_runners: int = 1):
-    """The PPOConfig of a TrainConfig (oracle or any rater given by name, taste observation, items policy)."""
-    from ray.rllib.algorithms.ppo import PPOConfig
+ALGOS = ("ppo", "appo")
+# APPO: PPO's settings with short fragments (8 steps per env, minibatches of 64), so that the learner updates each
+# time a runner's fragment arrives. On the packaged sample (oracle, 2 runners x 8 envs; random 7.6, most popular 8.6)
+# PPO's 64-step rollouts left APPO at 8.2 reward after 2,000 steps, these reached 9.5 (docs/training.md)
+APPO_HPARAMS = {"n_steps": 8, "batch_size": 64}
+
+
+def _algorithm(algo: str, hp: dict, batch: int, fragment: int):
+    """The algorithm's config with its training settings: PPO's clipped surrogate over ``n_epochs`` passes of
+    minibatches; APPO's V-trace with the surrogate against a target policy (updated every 2 learner updates), each
+    batch used ``n_epochs`` times (passes of minibatches in the driver's learner, the circular buffer's iterations
+    in remote learners), minibatches a whole number of fragments."""
+    common = dict(
+        lr=hp["learning_rate"], gamma=hp["gamma"], lambda_=0.95, train_batch_size_per_learner=batch,
+        entropy_coeff=hp["ent_coef"], vf_loss_coeff=0.5, clip_param=0.2, grad_clip=0.5,
+    )  # fmt: skip
+    if algo == "ppo":
+        from ray.rllib.algorithms.ppo import PPOConfig
+
+        return PPOConfig().training(**common, minibatch_size=min(hp["batch_size"], batch), num_epochs=hp["n_epochs"])
+    from ray.rllib.algorithms.appo import APPOConfig
+
+    minibatch = max(fragment, min(hp["batch_size"], batch) // fragment * fragment)
+    return APPOConfig().training(
+        **common, vtrace=True, use_kl_loss=False, target_network_update_freq=2, minibatch_size=minibatch,
+        num_epochs=hp["n_epochs"], circular_buffer_num_batches=4, circular_buffer_iterations_per_batch=hp["n_epochs"],
+    )  # fmt: skip
+
+
+def rllib_config(dataset, cfg, env_runners: int = 1):
+    """The RLlib AlgorithmConfig of a TrainConfig (``algo`` ppo or appo; oracle or any rater given by name, taste
+    observation, items policy)."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from . import item_policy
     from .rllib_module import ItemScoringModule
     from .trainer import TASTE_HPARAMS
 
-    if cfg.obs != "taste" or cfg.policy != "items" or cfg.algo != "ppo":
-        raise ValueError("--engine rllib trains PPO with the items policy on the taste observation")
-    hp = {**TASTE_HPARAMS["ppo"], **cfg.hparams}
+    if cfg.obs != "taste" or cfg.policy != "items" or cfg.algo not in ALGOS:
+        raise ValueError(f"--engine rllib trains {' or '.join(ALGOS)} with the items policy on the taste observation")
+    hp = {**TASTE_HPARAMS["ppo"], **(APPO_HPARAMS if cfg.algo == "appo" else {}), **cfg.hparams}
     fragment = max(1, min(hp["n_steps"], -(-cfg.steps // (cfg.num_envs * env_runners))))
     batch = fragment * cfg.num_envs * max(env_runners, 1)
     env_config = {
@@ -57,7 +90,7 @@ def ppo_config(dataset, cfg, env_runners: int = 1):
     feats = item_policy.item_features(dataset, cfg.item_embeddings)
     model = {"item_features": feats, "n_genres": dataset.genres.shape[1]}
     return (
-        PPOConfig()
+        _algorithm(cfg.algo, hp, batch, fragment)
         .environment(ENV_NAME, env_config=env_config)
         .env_runners(
             num_env_runners=env_runners,
@@ -67,35 +100,27 @@ def ppo_config(dataset, cfg, env_runners: int = 1):
             num_cpus_per_env_runner=1,
         )  # fmt: skip
         .learners(num_learners=0)
-        .training(
-            lr=hp["learning_rate"],
-            gamma=hp["gamma"],
-            lambda_=0.95,
-            train_batch_size_per_learner=batch,
-            minibatch_size=min(hp["batch_size"], batch),
-            num_epochs=hp["n_epochs"],
-            entropy_coeff=hp["ent_coef"],
-            vf_loss_coeff=0.5,
-            clip_param=0.2,
-            grad_clip=0.5,
-        )  # fmt: skip
         .rl_module(rl_module_spec=RLModuleSpec(module_class=ItemScoringModule, model_config=model))
         .debugging(seed=cfg.seed)
-        .reporting(metrics_num_episodes_for_smoothing=100)
+        # an iteration is one train batch of samples (APPO's default, 10 s an iteration, overshoots a small budget)
+        .reporting(
+            metrics_num_episodes_for_smoothing=100, min_time_s_per_iteration=0, min_sample_timesteps_per_iteration=batch
+        )
     )
 
 
 def train_rllib(dataset, cfg, out, resume=None, progress=None, address: str | None = None, env_runners: int = 1):
-    """Train PPO on RLlib until ``cfg.steps`` env steps are sampled; returns (algorithm, steps run)."""
+    """Train ``cfg.algo`` (ppo, appo) on RLlib until ``cfg.steps`` env steps are sampled; returns (algorithm, steps
+    run)."""
     from ray.tune.registry import register_env
 
     from .rllib_env import make_env
 
-    run_dir = Path(out) / "ppo" / f"seed{cfg.seed}"
+    run_dir = Path(out) / cfg.algo / f"seed{cfg.seed}"
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     _connect(address, env_runners)
     register_env(ENV_NAME, make_env)
-    algo = ppo_config(dataset, cfg, env_runners).build_algo()
+    algo = rllib_config(dataset, cfg, env_runners).build_algo()
     start = 0
     if resume is not None:
         algo.restore_from_path(str(Path(resume).resolve()))
@@ -116,7 +141,7 @@ def train_rllib(dataset, cfg, out, resume=None, progress=None, address: str | No
                 r = "" if ret is None else f", episode return {ret:.1f}"
                 progress(f"  {steps - start}/{cfg.steps} steps{r}, {time.perf_counter() - t0:.0f}s")
             if steps >= next_ckpt:
-                algo.save_to_path(str((run_dir / "checkpoints" / f"ppo_{steps}_steps").resolve()))
+                algo.save_to_path(str((run_dir / "checkpoints" / f"{cfg.algo}_{steps}_steps").resolve()))
                 next_ckpt = steps + cfg.checkpoint_every
     algo.save_to_path(str((run_dir / "final").resolve()))
     return algo, steps - start
