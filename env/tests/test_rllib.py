@@ -79,9 +79,8 @@ def cluster():
 
 
 def test_ppo_on_two_nodes_learns_past_random_and_popularity(cluster, movies, tmp_path):
-    from suber_env.training import TrainConfig, compare
-    from suber_env.training.policies import BASELINES
-    from suber_env.training.rllib_trainer import RLlibPolicy, train_rllib
+    from suber_env.training import TrainConfig
+    from suber_env.training.rllib_trainer import train_rllib
 
     cfg = TrainConfig(algo="ppo", steps=3000, num_envs=8, seed=0, checkpoint_every=1500)
     algo, ran = train_rllib(movies, cfg, tmp_path / "runs", address=cluster, env_runners=2)
@@ -96,11 +95,7 @@ def test_ppo_on_two_nodes_learns_past_random_and_popularity(cluster, movies, tmp
     rows = (run / "progress.csv").read_text().splitlines()
     assert rows[0].startswith("time/total_timesteps") and len(rows) >= 3
 
-    policies = {n: (lambda s, c=BASELINES[n]: c(movies, s)) for n in ("random", "most-popular")}
-    policies["rllib"] = lambda s: RLlibPolicy.load(run / "final", movies, "rllib")
-    results, _ = compare(movies, policies, [0, 1], steps=10)
-    reward = {name: r["reward"][0] for name, r in results.items()}
-    print(reward)
+    reward = _rewards_beside_baselines(movies, run / "final", "rllib")
     assert reward["rllib"] > reward["random"] + 0.5 and reward["rllib"] > reward["most-popular"] + 0.3
 
     # resume: the step counter goes on from the final checkpoint
@@ -111,13 +106,27 @@ def test_ppo_on_two_nodes_learns_past_random_and_popularity(cluster, movies, tmp
     assert ran >= 500 and steps[-1] >= 3500 and np.all(np.diff(steps) > 0)
 
 
+def _rewards_beside_baselines(movies, final, name: str) -> dict[str, float]:
+    """Mean episode reward of the trained policy in ``final`` (as ``name``), random and most popular, on the same
+    seeds (eval-policy's loader and comparison)."""
+    from suber_env.training import compare
+    from suber_env.training.policies import BASELINES
+    from suber_env.training.rllib_trainer import RLlibPolicy
+
+    policies = {n: (lambda s, c=BASELINES[n]: c(movies, s)) for n in ("random", "most-popular")}
+    policies[name] = lambda s: RLlibPolicy.load(final, movies, name)
+    results, _ = compare(movies, policies, [0, 1], steps=10)
+    reward = {n: r["reward"][0] for n, r in results.items()}
+    print(reward)
+    return reward
+
+
 def test_appo_on_two_nodes_learns_past_random(cluster, movies, tmp_path):
     """APPO (asynchronous: the runners sample while the learner updates; V-trace) with the same module and
     settings as PPO but its short fragments (APPO_HPARAMS), 3,000 steps: it beats random and most-popular, and
     eval-policy's loader reads its run."""
-    from suber_env.training import TrainConfig, compare
-    from suber_env.training.policies import BASELINES
-    from suber_env.training.rllib_trainer import RLlibPolicy, train_rllib
+    from suber_env.training import TrainConfig
+    from suber_env.training.rllib_trainer import train_rllib
 
     cfg = TrainConfig(algo="appo", steps=3000, num_envs=8, seed=0, checkpoint_every=10_000)
     algo, ran = train_rllib(movies, cfg, tmp_path / "runs", address=cluster, env_runners=2)
@@ -125,11 +134,7 @@ def test_appo_on_two_nodes_learns_past_random(cluster, movies, tmp_path):
     algo.stop()
     run = tmp_path / "runs" / "appo" / "seed0"
     assert ran >= 3000 and (run / "final").is_dir() and (run / "progress.csv").exists()
-    policies = {n: (lambda s, c=BASELINES[n]: c(movies, s)) for n in ("random", "most-popular")}
-    policies["appo"] = lambda s: RLlibPolicy.load(run / "final", movies, "appo")
-    results, _ = compare(movies, policies, [0, 1], steps=10)
-    reward = {name: r["reward"][0] for name, r in results.items()}
-    print(reward)
+    reward = _rewards_beside_baselines(movies, run / "final", "appo")
     assert reward["appo"] > reward["random"] + 0.5 and reward["appo"] > reward["most-popular"] + 0.3
 
 
