@@ -235,15 +235,26 @@ def overhead(cluster: Cluster, work: Path, users: int = 2000, repeat: int = 3, m
     )
 
 
-def evaluation(cluster: Cluster, work: Path, n: int, smoke: bool) -> None:
-    """ratings/s of the evaluation suite's rating blocks; the Ray rows must give the single process's numbers."""
+def evaluation_in_a_fresh_driver(cluster: Cluster, args: argparse.Namespace) -> None:
+    """The evaluation part in a child process: it connects the way suber_env does (its source goes to the
+    workers), and a second ``ray.init`` after ``ray.shutdown`` in one process can crash the driver (SIGSEGV)."""
     import ray
+
+    ray.shutdown()
+    command = [sys.executable, __file__, "--evaluation-on", cluster.address, "--ratings", str(args.ratings)]
+    sys.stdout.flush()
+    status = subprocess.run(command + (["--smoke"] if args.smoke else []), check=False).returncode
+    if status != 0:
+        raise SystemExit(f"the evaluation part's driver exited {status}")
+
+
+def evaluation(address: str, work: Path, n: int, smoke: bool) -> None:
+    """ratings/s of the evaluation suite's rating blocks; the Ray rows must give the single process's numbers."""
     import torch
     from suber_env.evaluation import evaluate
     from suber_env.evaluation.ray_rating import RayOptions, connect
 
-    ray.shutdown()  # reconnect the way suber_env does: its source goes to the workers
-    connect(RayOptions(cluster.address))
+    connect(RayOptions(address))
     sample = smoke_dataset() if smoke else build_movies(work / "sample", users=8, embedding_model="minilm")
     block = 4 if smoke else 8
     settings = dict(suite=("similarity",), controls=(), block_size=block, device="cpu")
@@ -267,7 +278,7 @@ def evaluation(cluster: Cluster, work: Path, n: int, smoke: bool) -> None:
         rows.append((f"single process, {threads} torch thread(s)", start, block, run(n, label, None)))
     torch.set_num_threads(1)
     for workers in SIZES["workers"]:
-        options = RayOptions(cluster.address, workers=workers)
+        options = RayOptions(address, workers=workers)
         small = block * workers  # one block per worker: every actor starts
         label = f"ray{workers}"
         start = start_run(lambda k, lb=label, o=options: run(k, lb, o), small)
@@ -309,14 +320,23 @@ def main() -> None:
     parser.add_argument(
         "--parts", default="overhead,embeddings,descriptions,evaluation", help="comma-separated parts to run"
     )
+    parser.add_argument("--evaluation-on", metavar="ADDRESS", help=argparse.SUPPRESS)  # the child of the last part
     args = parser.parse_args()
     if args.quick:
         args.texts, args.users, args.ratings = 1024, 4, 16
     if args.smoke:
-        print(SMOKE_BANNER)
+        if not args.evaluation_on:
+            print(SMOKE_BANNER)
         args.texts, args.users, args.ratings = 16, 4, 8
         SIZES.update(threads=(1,), workers=(1,), small=False)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.evaluation_on:
+        work = Path(tempfile.mkdtemp(prefix="bench-ray-eval-"))
+        try:
+            evaluation(args.evaluation_on, work, args.ratings, args.smoke)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     print(f"load average before: {os.getloadavg()[0]:.1f} (2 cores)")
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
@@ -329,8 +349,8 @@ def main() -> None:
                 embeddings(cluster, work, args.texts)
             if "descriptions" in parts and not args.skip_llm:
                 descriptions(cluster, work, args.users, args.smoke)
-            if "evaluation" in parts and not args.skip_llm:  # last: it reconnects the way suber_env does
-                evaluation(cluster, work, args.ratings, args.smoke)
+            if "evaluation" in parts and not args.skip_llm:  # last: this driver disconnects for it
+                evaluation_in_a_fresh_driver(cluster, args)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)

@@ -1,6 +1,6 @@
 """The openai rater served by real llama.cpp servers (llama-cpp-python's, SmolLM2-135M-Instruct GGUF): its
 distributions against the in-process rater's token logits on the same model, the token-ids score path against the
-top log-probabilities, the launcher against the stock server's numbers, and PPO trained for 200 steps on a pool of
+top log-probabilities, the launcher against the stock server's numbers, and PPO trained for 300 steps on a pool of
 two servers, one killed in the middle.
 
 Each server is its own process started by ``python -m suber_env.raters.llama_server`` (llama-cpp-python's server,
@@ -124,8 +124,11 @@ def test_token_ids_exact_where_labels_rank_below_the_top_20(movies, smollm2_toke
     assert np.abs(top20 - want).max() > 0.005  # what the top 20 alone gives is off
 
 
-def test_ppo_200_steps_on_two_llama_servers_one_killed_mid_run(movies, tmp_path, smollm2_tokenizer):
-    """PPO for 200 environment steps (4 slots: 50 rater calls of 4 prompts) rated by two llama.cpp servers (their
+STEPS = 300  # a multiple of the 60-step PPO rollouts (4 slots x 15)
+
+
+def test_ppo_300_steps_on_two_llama_servers_one_killed_mid_run(movies, tmp_path, smollm2_tokenizer):
+    """PPO for 300 environment steps (4 slots: 75 rater calls of 4 prompts) rated by two llama.cpp servers (their
     top 40 log-probabilities: the token-ids path's second request per prompt would add a quarter to the run; its
     failover is test_served_rater's); the second server is SIGKILLed in the middle while it rates, and started again
     on its port. Every step is rated, each prompt once, the killed
@@ -150,14 +153,14 @@ def test_ppo_200_steps_on_two_llama_servers_one_killed_mid_run(movies, tmp_path,
     served = OpenAIRater(movies, [url_a, url_b], "smollm2", backoff=0.05, cooldown=2.0, **kw)
     rater = Recording(served)
     cfg = TrainConfig(
-        algo="ppo", steps=200, num_envs=4, rater=rater, env_options={"retrieval": "none"}, checkpoint_every=80,
-        hparams={"n_steps": 10, "batch_size": 40, "n_epochs": 2},
+        algo="ppo", steps=STEPS, num_envs=4, rater=rater, env_options={"retrieval": "none"}, checkpoint_every=80,
+        hparams={"n_steps": 15, "batch_size": 60, "n_epochs": 2},
     )  # fmt: skip
     a, b = served.pool.endpoints
     killed = {}
 
-    def kill_mid_run() -> None:  # after 100 ratings, while the second server rates one; then start it again
-        while served.rated < 100 or b.in_flight == 0:
+    def kill_mid_run() -> None:  # halfway, while the second server rates; then start it again
+        while served.rated < STEPS // 2 or b.in_flight == 0:
             time.sleep(0.01)
         killed.update(in_flight=b.in_flight, rated=served.rated, served=b.served)
         proc_b.kill()
@@ -171,19 +174,19 @@ def test_ppo_200_steps_on_two_llama_servers_one_killed_mid_run(movies, tmp_path,
         model = train(movies, cfg, tmp_path / "runs")
         seconds = time.perf_counter() - t0
         killer.join(timeout=30)
-        assert proc_b.poll() is not None and killed["in_flight"] == 1 and 100 <= killed["rated"] < 200
+        assert proc_b.poll() is not None and killed["in_flight"] == 1 and STEPS // 2 <= killed["rated"] < STEPS
         assert served.server == "llama-cpp-python"
-        assert model.num_timesteps == 200 and served.rated == 200  # every step rated, each prompt once
-        assert len(rater.log) == 50 and sum(len(r) for r, _ in rater.log) == 200
+        assert model.num_timesteps == STEPS and served.rated == STEPS  # every step rated, each prompt once
+        assert len(rater.log) == STEPS // 4 and sum(len(r) for r, _ in rater.log) == STEPS
         assert b.failures >= 1 and served.pool.failovers >= 1  # the request lost with b went to a
-        assert a.served + b.served == 200  # each prompt's answer counted once
+        assert a.served + b.served == STEPS  # each prompt's answer counted once
         assert b.served > killed["served"]  # the restarted server rated again
         assert (tmp_path / "runs" / "ppo" / "seed0" / "final.zip").exists()
         # none mixed up: the survivor gives the same distributions for the batches the other one had rated
         alone = OpenAIRater(movies, url_a, "smollm2", **kw)
         for req, probs in rater.log[:2]:
             np.testing.assert_allclose(alone.distribution(req), probs, atol=1e-4)
-        print(f"200 steps in {seconds:.0f} s: {a.served} ratings by one server, {b.served} by the killed one")
+        print(f"{STEPS} steps in {seconds:.0f} s: {a.served} ratings by one server, {b.served} by the killed one")
     finally:
         for proc in procs:
             stop_server(proc)
