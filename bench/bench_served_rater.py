@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,42 +32,21 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import SMOKE_BANNER, SMOLLM2_GGUF, build_movies, print_ratio, smoke_dataset, smollm2_dir, tiny_llm  # noqa: E402
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 STOCK = ("--prompt_logits", "all", "--flash_attn", "false", "--n_threads_batch", str(os.cpu_count() or 1))
 
 
 def start_server(log: Path, *extra: str) -> tuple[str, subprocess.Popen]:
-    """``python -m suber_env.raters.llama_server`` on a free loopback port, once it answers."""
-    import httpx
+    """``python -m suber_env.raters.llama_server`` with SmolLM2 on a free loopback port, once it answers."""
+    from suber_env.raters import llama_server
 
-    port = _port()
-    cmd = [sys.executable, "-m", "suber_env.raters.llama_server", "--model", str(smollm2_dir() / SMOLLM2_GGUF)]
-    cmd += ["--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024"]
-    cmd += ["--n_threads", "1", "--seed", "0", *extra]
-    path = os.pathsep.join([str(ROOT / "env"), os.environ.get("PYTHONPATH", "")])
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path})
-    url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(240):
-        if proc.poll() is not None:
-            raise SystemExit(f"the llama.cpp server exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                return url, proc
-        except httpx.TransportError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("the llama.cpp server did not start within 120 s")
+    args = ("--model", str(smollm2_dir() / SMOLLM2_GGUF), "--model_alias", "smollm2", "--n_ctx", "1024")
+    try:
+        return llama_server.start(log, *args, "--n_threads", "1", "--seed", "0", *extra)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
 def workload(ds, slots: int, steps: int, seed: int = 0):
@@ -99,6 +77,7 @@ def served_rates(ds, work, tmp: Path, n_servers: int, extra: tuple[str, ...], pa
     """Ratings/s of the openai rater over 1..n_servers servers started with ``extra``, for each score path
     (name -> rater options)."""
     from suber_env import OpenAIRater
+    from suber_env.raters import llama_server
 
     servers = [start_server(tmp / f"server{i}.log", *extra) for i in range(n_servers)]
     try:
@@ -111,8 +90,7 @@ def served_rates(ds, work, tmp: Path, n_servers: int, extra: tuple[str, ...], pa
         return out
     finally:
         for _, p in servers:
-            p.terminate()
-            p.wait(timeout=10)
+            llama_server.stop(p)
 
 
 def main() -> None:

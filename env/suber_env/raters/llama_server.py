@@ -31,7 +31,10 @@ import argparse
 import ctypes
 import hashlib
 import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 CACHE = Path(os.environ.get("SUBER_ENV_CACHE", Path.home() / ".cache" / "suber-env")) / "gguf"
@@ -162,6 +165,45 @@ def server_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
             elif a.startswith("--model="):
                 rest[i] = "--model=" + str(requantized(Path(a.split("=", 1)[1]), own.requantize, own.requantize_dir))
     return own, rest
+
+
+def start(log: Path, *args: str, port: int | None = None, timeout: float = 120) -> tuple[str, subprocess.Popen]:
+    """This server (``args``: its arguments but ``--host`` and ``--port``) on a loopback port (a free one unless
+    ``port``), once it answers ``GET /v1/models``: (base URL, process). Its output is appended to ``log``; a server
+    that exits or does not answer within ``timeout`` seconds raises RuntimeError with the log's tail."""
+    import httpx
+
+    if port is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    here = str(Path(__file__).resolve().parents[2])  # the env package's root, for a checkout not installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "suber_env.raters.llama_server", *args, "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the llama.cpp server exited ({log}): {log.read_text(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                return url, proc
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"the llama.cpp server did not answer within {timeout:.0f} s ({log})")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a server from ``start``; kill it when it has not exited after 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def main(argv: list[str] | None = None) -> None:
