@@ -110,10 +110,21 @@ def test_grounded_case_with_the_openai_rater_over_loopback(real_movies_dir, serv
         real_movies_dir, "openai", tmp_path / "ev", ("grounded",), model="served-model", base_url=url, **sizes
     )
     got = res["results"]["openai"]["grounded"]
-    sims = got["detail"]["simulators"]
-    assert set(sims) == {"random", "openai", "openai_shuffled", "cf"} and -1 <= got["score"] <= 1
+    detail = got["detail"]
+    sims = detail["simulators"]
+    assert set(sims) == {"random", "openai", "openai_shuffled", "cf"}
+    assert got["n"] == detail["protocol"]["users"]["A"] == 12 and "R" not in detail["protocol"]["users"]
+    assert got["score"] == sims["openai"]["agreement"]["A"]["stats"]["mean_rating"]["fair"]["kendall_tau"]["value"]
     prompts = [p for c in calls for p in c["body"]["prompt"]]
-    assert len(prompts) == sims["openai"]["cost"]["pairs_rated"] + sims["openai_shuffled"]["cost"]["pairs_rated"]
+    # every pair the rater and its shuffled control are asked, planned before rating, each asked once
+    assert len(prompts) == len(set(prompts)) >= sims["openai"]["cost"]["pairs_rated"]
     assert max(len(c["body"]["prompt"]) for c in calls) > 1  # batched
     assert all("is one of the real people who rated these films" in p for p in prompts)
     assert "openai_shuffled" in (tmp_path / "ev" / "report.md").read_text()
+    n = len(calls)
+    again = evaluate(
+        real_movies_dir, "openai", tmp_path / "ev", ("grounded",), model="served-model", base_url=url, **sizes
+    )
+    assert len(calls) == n and again["ratings"]["rated"] == 0  # the store holds every block: nothing rated again
+    for name, r in again["results"]["openai"]["grounded"]["detail"]["simulators"].items():
+        assert (r["agreement"], r["anchors"]) == (sims[name]["agreement"], sims[name]["anchors"])

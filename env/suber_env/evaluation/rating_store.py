@@ -112,6 +112,8 @@ class Planned(Exception):  # noqa: N818 - not an error: it ends a case once its 
 
 
 class _Recorder(Rater):
+    live = False  # takes a whole batch at once: the store cuts it into blocks
+
     def __init__(self, plan: Plan, personas: Dataset, scale: Scale):
         self.plan, self.personas, self.scale = plan, personas, scale
 
@@ -121,6 +123,8 @@ class _Recorder(Rater):
 
 
 class _Stored(Rater):
+    live = False
+
     def __init__(self, store: RatingStore, personas: Dataset, scale: Scale):
         self.store, self.personas, self.scale = store, personas, scale
 
