@@ -35,7 +35,10 @@ def evaluate_command(
     people_retrieval: str = typer.Option("recent", help="retrieval mode of the real-people and grounded tests"),
     grounded_k: int = typer.Option(5, help="grounded users: each recommender's top-k picks"),
     grounded_boots: int = typer.Option(1000, help="grounded users: two-way bootstrap draws (people and items)"),
-    grounded_perms: int = typer.Option(1000, help="grounded users: draws of each null (item effects; people permuted)"),
+    grounded_perms: int = typer.Option(1000, help="grounded users: draws of the item-effect null"),
+    grounded_null_check: int = typer.Option(
+        0, help="grounded users: false-positive rate of every p over this many uninformative simulators (0: none)"
+    ),
     grounded_max_pos: int = typer.Option(20, help="grounded users: held-out items per user in the discrimination test"),
     grounded_calibration: int = typer.Option(
         5, help="grounded users: latest history ratings per user kept from every simulator to fit the calibration on"

@@ -174,8 +174,9 @@ def item_statistics(ds: Dataset) -> dict[str, tuple[str, np.ndarray]]:
     from suber_env.training.policies import item_popularity, mean_rating
 
     vote = np.where(ds.vote > 0, ds.vote, np.nan).astype(np.float64)
-    return {"vote": ("mean", vote), "popularity": ("count", item_popularity(ds)),
-            "mean_rating": ("mean", _unshrunk_mean(ds, mean_rating(ds, prior=0.0)))}  # fmt: skip
+    with np.errstate(invalid="ignore", divide="ignore"):  # items nobody rated: no mean
+        mean = _unshrunk_mean(ds, mean_rating(ds, prior=0.0))
+    return {"vote": ("mean", vote), "popularity": ("count", item_popularity(ds)), "mean_rating": ("mean", mean)}
 
 
 def _unshrunk_mean(ds: Dataset, mean: np.ndarray) -> np.ndarray:
@@ -205,6 +206,7 @@ def grounded_proof(
     max_pos: int = 20,
     calib_per_user: int = 5,
     extra_recommenders: dict | None = None,
+    null_check: int = 0,
 ) -> dict:
     """``run_proof`` for ``rater`` (named ``name``) and its controls on the dataset's own split. Every pair the
     rater and its shuffled control will be asked is planned and rated in one batch before any measurement."""
@@ -228,7 +230,7 @@ def grounded_proof(
     perm = derangement(ds.n_users, seed)  # with_controls' shuffled control asks as user perm[u]
     sim.prefetch(np.concatenate([users, perm[users]]), np.concatenate([items, items]))
     sims: dict[str, Simulator] = with_controls(ctx.fit_history, {name: sim}, seed)
-    result = run_proof(split, sims, context=ctx)
+    result = run_proof(split, sims, context=ctx, null_check=null_check)
     result["protocol"]["rater_memory"] = {"retrieval": retrieval, "k": memory_k}
     result["protocol"]["source_scale"] = ds.source_scale.name
     result["protocol"]["item_statistics_checked"] = leaks
@@ -277,6 +279,7 @@ def grounded_case(ds: Dataset, rater: Rater, name: str, seed: int, sizes: dict) 
         ds, rater, name, seed=seed, k=sizes["grounded_k"], retrieval=sizes["people_retrieval"], memory_k=sizes["k"],
         boots=sizes["grounded_boots"], perms=sizes["grounded_perms"], max_pos=sizes["grounded_max_pos"],
         calib_per_user=sizes["grounded_calibration"], extra_recommenders=policies,
+        null_check=sizes.get("grounded_null_check", 0),
     )  # fmt: skip
     if "skipped" in proof:
         return proof

@@ -146,7 +146,8 @@ class RatingStore:
     def persona_key(self, personas: Dataset) -> str:
         h = hashlib.sha256(self._items.encode())
         for name in ("users.parquet", "user_descriptions.parquet"):
-            h.update((personas.path / name).read_bytes())
+            path = personas.path / name
+            h.update(path.read_bytes() if path.exists() else b"absent")  # a dataset built without descriptions
         key = h.hexdigest()
         self._personas[key] = personas
         return key

@@ -100,7 +100,8 @@ def _run_case(ds: Dataset, make, folder: Path, case: str, seed: int, sizes: dict
 SIZES = (
     "genre_items", "max_genres", "high_low_personas", "high_low_items", "pairs", "collection_users",
     "max_collections", "retrievals", "k", "people_users", "people_holdout", "people_history", "people_retrieval",
-    "grounded_k", "grounded_boots", "grounded_perms", "grounded_max_pos", "grounded_calibration", "grounded_policies",
+    "grounded_k", "grounded_boots", "grounded_perms", "grounded_null_check", "grounded_max_pos", "grounded_calibration",
+    "grounded_policies",
 )  # fmt: skip
 
 
@@ -162,6 +163,7 @@ def evaluate(
     grounded_k: int = 5,
     grounded_boots: int = 1000,
     grounded_perms: int = 1000,
+    grounded_null_check: int = 0,
     grounded_max_pos: int = 20,
     grounded_calibration: int = 5,
     grounded_policies: tuple[str | Path, ...] = (),

@@ -204,6 +204,13 @@ class Resampler:
             item_w = rng.poisson(1.0, (b, self.n_items)).astype(np.float64)
             yield sl, user_w, item_w[:, self.picks.items]
 
+    def real_means(self, metric: str = PRIMARY) -> np.ndarray:
+        """(boots, n_recommenders): each recommender's real score averaged over the resampled people."""
+        out = np.empty((self.boots, self.picks.items.shape[0]))
+        for sl, user_w, item_w in self.draws():
+            out[sl] = _wmean(self.picks.real_scores(item_w)[metric], user_w)
+        return out
+
     def distribution(self, sim_values: np.ndarray, subsets: dict) -> dict:
         """{(metric, subset): {"tau": (boots,), "pairwise": (boots,)}} of one simulator's pick values."""
         out = {

@@ -94,9 +94,10 @@ def _panel(res: dict) -> list[str]:
         n = rec["name"]
         flags = [f for f, on in (("rater inputs", rec["reads_rater_inputs"]), ("anti", rec["anti"])) if on]
         flags += ["unchecked"] if rec["leak"] == "unchecked" else []
-        cells = [_get(res["real"], p, m, n) for p, m in cols]
-        cells += [_get(res["simulators"][s], "agreement", cols[0][0], "sim_scores", n) for s in sims] if cols else []
-        lines.append(f"| {n} | {', '.join(flags)} | " + " | ".join(_f(c, False, 3) for c in cells) + " |")
+        cells = [_f(_get(res["real"], p, m, n), False, 3) + (_ci(_get(res["real"], p, "mean_rating_ci95", n) or
+                 [None, None]) if m == "mean_rating" else "") for p, m in cols]  # fmt: skip
+        cells += [_f(_get(res["simulators"][s], "agreement", cols[0][0], "sim_scores", n), False, 3) for s in sims]
+        lines.append(f"| {n} | {', '.join(flags)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -123,6 +124,25 @@ def _anchors(res: dict) -> list[str]:
     return lines
 
 
+def _null_check(res: dict) -> list[str]:
+    nc = res.get("null_check")
+    if not nc:
+        return []
+    lines = [f"### False-positive rates (share of p < {nc['alpha']} over {nc['seeds']} uninformative simulators, "
+             f"{nc['perms']} null draws each; mean_rating)", "",
+             "| protocol | simulator | subset | tau, item-effect null | pairwise, item-effect null | "
+             "tau, pair-noise null (old) | pairwise, pair-noise null (old) | pairwise, people permutation (not used) |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    names = ("tau/item_null", "pairwise/item_null", "tau/pair_noise_null (old)", "pairwise/pair_noise_null (old)",
+             "pairwise/people_permutation (not used)")  # fmt: skip
+    for p, kinds in nc["rates"].items():
+        for kind, rates in kinds.items():
+            for subset in ("fair", "all"):
+                cells = [_f(rates.get(f"mean_rating/{subset}/{n}"), False) for n in names]
+                lines.append(f"| {p} | {kind} | {subset} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def markdown(result: dict) -> str:
     """The headline (agreement on the fair panel per protocol, level, calibration, distribution), the paired
     differences with the controls, the panel (real and simulated scores per recommender) and the anchors."""
@@ -144,5 +164,6 @@ def markdown(result: dict) -> str:
     paired = _paired(result)
     if paired:
         parts += ["### Paired differences (the same bootstrap draws for both)", "", *paired, ""]
+    parts += _null_check(result)
     parts += ["### Panel", *_panel(result), "", "### Anchors", *_anchors(result)]
     return "\n".join(parts) + "\n"

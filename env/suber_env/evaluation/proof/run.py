@@ -201,6 +201,9 @@ def run_proof(
         results[name]["seconds"] = time.perf_counter() - t
     real = {p: {m: dict(zip(pk.names, v.mean(axis=0), strict=True)) for m, v in pk.real_scores().items()}
             for p, pk in ctx.picks.items()}  # fmt: skip
+    for p, rs in ctx.resamplers.items():  # each recommender's real score with its two-way bootstrap interval
+        boot = rs.real_means()
+        real[p]["mean_rating_ci95"] = {n: interval(boot[:, j]) for j, n in enumerate(ctx.picks[p].names)}
     proto = {
         "k": ctx.k,
         "seed": ctx.seed,
