@@ -192,6 +192,30 @@ def check_leaks(ds: Dataset, split: GroundedSplit) -> dict:
     return check_item_statistics(item_statistics(ds), *stats, split)
 
 
+_LAST: dict = {}  # an evaluation builds the same context in its plan and score passes: build it once
+
+
+def _context(ds: Dataset, sizes: tuple, extra_recommenders: dict | None) -> tuple:
+    """(split, ProofContext, leak report) for ``ds``, reused while the folder's split files are unchanged."""
+    files = [ds.path / n for n in ("user_ratings.parquet", RANDOM_RATINGS, "items.parquet")]
+    key = (str(ds.path), tuple(f.stat().st_mtime_ns if f.exists() else 0 for f in files), sizes)
+    if _LAST.get("key") != key:
+        _LAST.clear()
+        split = grounded_split(ds)
+        leaks = check_leaks(ds, split)
+        panel = None
+        if extra_recommenders:
+            from .proof.data import History
+            from .proof.panel import default_panel
+
+            panel = default_panel(History.from_split(split), sizes[1])
+            for label, (scores, trained_on, reads_rater_inputs) in extra_recommenders.items():
+                panel.add(label, scores, reads_rater_inputs=reads_rater_inputs, trained_on=trained_on)
+        k, seed, boots, perms, max_pos, calib, _ = sizes
+        _LAST.update(key=key, value=(split, ProofContext(split, panel, k, seed, boots, perms, max_pos, calib), leaks))
+    return _LAST["value"]
+
+
 def grounded_proof(
     ds: Dataset,
     rater: Rater,
@@ -213,17 +237,8 @@ def grounded_proof(
     why = not_grounded(ds)
     if why:
         return {"skipped": why}
-    split = grounded_split(ds)
-    leaks = check_leaks(ds, split)
-    panel = None
-    if extra_recommenders:
-        from .proof.data import History
-        from .proof.panel import default_panel
-
-        panel = default_panel(History.from_split(split), seed)
-        for label, (scores, trained_on, reads_rater_inputs) in extra_recommenders.items():
-            panel.add(label, scores, reads_rater_inputs=reads_rater_inputs, trained_on=trained_on)
-    ctx = ProofContext(split, panel, k, seed, boots, perms, max_pos, calib_per_user)
+    sizes = (k, seed, boots, perms, max_pos, calib_per_user, tuple(sorted(extra_recommenders or ())))
+    split, ctx, leaks = _context(ds, sizes, extra_recommenders)
     cut = (ctx.history.user[ctx.cut], ctx.history.item[ctx.cut])
     sim = RaterSimulator(ds, rater, retrieval, memory_k, hidden=cut)
     users, items = ctx.pairs()
