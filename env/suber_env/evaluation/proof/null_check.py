@@ -13,6 +13,7 @@ from .agreement import METRICS, _chunks, p_value, people_permutation_null, pick_
 from .run import ProofContext
 
 UNINFORMATIVE = ("item_effects", "person_and_item_effects")
+PERMUTATION_DRAWS = 200  # the people-permutation null is only shown here, and it is the slow part
 
 
 def _uninformative(kind: str, ctx: ProofContext, rng: np.random.Generator) -> np.ndarray:
@@ -56,7 +57,7 @@ def false_positive_rates(
                 exp = _uninformative(kind, ctx, np.random.default_rng([seed, j, UNINFORMATIVE.index(kind)]))
                 sim = pick_means(exp[pk.users[None, :, None], pk.items])
                 perm = (
-                    people_permutation_null(sim, real, ctx.subsets, ctx.perms, seed + 11 + j)
+                    people_permutation_null(sim, real, ctx.subsets, min(ctx.perms, PERMUTATION_DRAWS), seed + 11 + j)
                     if people_permutation
                     else {}
                 )
