@@ -27,7 +27,7 @@ from suber_data.atomic import atomic_path
 from suber_data.errors import InputError
 
 LAYOUTS = ("matrix", "onehot")
-LAYOUT_KEYS = {"names", "fields", "missing"}
+LAYOUT_KEYS = {"names", "fields", "values", "missing"}
 MATRIX_COLUMNS = {"user": "user", "item": "item", "value": "rating"}  # the long table's columns
 ID = "id"  # a feature matrix's row number
 
@@ -43,10 +43,12 @@ class Layout:
     kind: str  # "matrix" or "onehot"
     names: object = None  # onehot: the name map's FileSpec
     fields: dict[str, str] = field(default_factory=dict)  # onehot: a field's name in the map -> the column's name
+    values: dict[str, str] = field(default_factory=dict)  # onehot: "field:value" in the map -> the value written
     missing: float = 0.0  # matrix: the value that means "no rating"
 
     def key(self) -> str:
-        return json.dumps({"kind": self.kind, "fields": self.fields, "missing": self.missing}, sort_keys=True)
+        named = {"kind": self.kind, "fields": self.fields, "values": self.values, "missing": self.missing}
+        return json.dumps(named, sort_keys=True)
 
 
 def read_matrix(path: Path, role: str) -> np.ndarray:
@@ -132,6 +134,10 @@ def onehot_table(path: Path, names_path: Path, layout: Layout, role: str) -> pa.
     if unknown:
         known = ", ".join(dict.fromkeys(f for f, _ in names))
         raise LayoutError(f"{names_path}: {role}.fields: no field {unknown[0]!r} in the map (fields: {known}); fix it")
+    unnamed = sorted(set(layout.values) - {f"{f}:{v}" for f, v in names})
+    if unnamed:
+        raise LayoutError(f"{names_path}: {role}.values: no line {unnamed[0]!r} in the map; name a 'field:value' it has")
+    names = [(f, layout.values.get(f"{f}:{v}", v)) for f, v in names]
     columns: dict[str, pa.Array] = {ID: pa.array(np.arange(m.shape[0]), pa.int64())}
     for name in dict.fromkeys(f for f, _ in names):
         cols = [c for c, (f, _) in enumerate(names) if f == name]

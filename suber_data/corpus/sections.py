@@ -55,10 +55,13 @@ def with_layout(path: Path, r: _Reader, file: FileSpec) -> FileSpec:
     names_reader = _Reader(path, table, r.key("names"), FILE_KEYS - {"format"})
     # The map is read line by line; "csv" only satisfies the file reader's format check.
     names = _file(path, _Reader(path, {**names_reader.table, "format": "csv"}, r.key("names"), FILE_KEYS))
-    fields = r.get("fields", dict, {})
-    if not all(isinstance(v, str) and v.strip() for v in fields.values()):
-        raise _fail(path, r.key("fields"), "maps a field to a non-string", 'write e.g. jackettype = "jacket type"')
-    return replace(file, layout=Layout("onehot", names=names, fields={k: v.strip() for k, v in fields.items()}))
+    renames = {}
+    for key, example in (("fields", 'jackettype = "jacket type"'), ("values", '"jackettype:other" = "other type"')):
+        renames[key] = r.get(key, dict, {})
+        if not all(isinstance(v, str) and v.strip() for v in renames[key].values()):
+            raise _fail(path, r.key(key), "maps a name to a non-string", f"write e.g. {example}")
+    fields, values = ({k: v.strip() for k, v in renames[key].items()} for key in ("fields", "values"))
+    return replace(file, layout=Layout("onehot", names=names, fields=fields, values=values))
 
 
 def required_columns(file: FileSpec, required: tuple[str, ...]) -> tuple[str, ...]:

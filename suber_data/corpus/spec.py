@@ -131,6 +131,7 @@ ITEM_KEYS = FILE_KEYS | {
     "derive_categories",
     "names",  # the layout keys (corpus.layouts): a one-hot item file's name map and field renames
     "fields",
+    "values",
 }
 RATING_KEYS = FILE_KEYS | {"user", "item", "value", "time"}
 

@@ -43,6 +43,7 @@ path = "items.ascii"
 format = "onehot"
 names = { path = "items_map.txt" }
 fields = { kind = "tea kind" }
+values = { "origin:china" = "China" }
 text = ["tea kind", "origin"]
 categories = "tea kind"
 
@@ -111,8 +112,9 @@ def test_a_rating_matrix_becomes_rows_with_positions_as_ids(teas):
 def test_one_hot_items_get_text_label_and_categories_from_their_features(teas):
     items = pq.read_table(teas / "items.parquet").to_pylist()
     assert [i["source_id"] for i in items] == ["0", "1", "2", "3", "4", "5"]  # row numbers from 0, as item ids
-    assert items[0]["overview"] == "tea kind: green. origin: china."
-    assert items[2]["title"] == "tea 2: herbal, china"
+    assert items[0]["overview"] == "tea kind: green. origin: China."  # the map's value renamed
+    assert items[2]["title"] == "tea 2: herbal, China"
+    assert items[1]["overview"] == "tea kind: black. origin: india."
     assert [i["genres"] for i in items[:3]] == [["green"], ["black"], ["herbal"]]
     chosen = np.array(CHOSEN, float)
     rated = chosen > 0  # item statistics from the chosen ratings only
@@ -189,8 +191,10 @@ def test_a_value_off_the_scale_fails_naming_line_and_column(tmp_path, cache, tab
         (('sex = "gender"\n', ""), "users.sex_values: given without users.sex"),
         (('facts = ["town"]', 'facts = ["city"]'), "users.facts: no column 'city' in people.ascii"),
         (('fields = { kind = "tea kind" }', 'fields = { sort = "tea kind" }'), "items.fields: no field 'sort'"),
+        (('"origin:china"', '"origin:japan"'), "items.values: no line 'origin:japan' in the map"),
     ],
-    ids=["names-on-a-matrix", "onehot-without-names", "sex-values-without-sex", "unknown-fact", "unknown-field"],
+    ids=["names-on-a-matrix", "onehot-without-names", "sex-values-without-sex", "unknown-fact", "unknown-field",
+         "unknown-value"],  # fmt: skip
 )
 def test_a_wrong_layout_key_is_one_line(tmp_path, cache, change, message):
     config = write_teas(tmp_path / "src", toml=TEAS_TOML.replace(*change))
