@@ -136,7 +136,7 @@ def onehot_table(path: Path, names_path: Path, layout: Layout, role: str) -> pa.
         raise LayoutError(f"{names_path}: {role}.fields: no field {unknown[0]!r} in the map (fields: {known}); fix it")
     unnamed = sorted(set(layout.values) - {f"{f}:{v}" for f, v in names})
     if unnamed:
-        raise LayoutError(f"{names_path}: {role}.values: no line {unnamed[0]!r} in the map; name a 'field:value' it has")
+        raise LayoutError(f"{names_path}: {role}.values: no line {unnamed[0]!r} in the map; name a line it has")
     names = [(f, layout.values.get(f"{f}:{v}", v)) for f, v in names]
     columns: dict[str, pa.Array] = {ID: pa.array(np.arange(m.shape[0]), pa.int64())}
     for name in dict.fromkeys(f for f, _ in names):

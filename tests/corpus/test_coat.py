@@ -22,12 +22,18 @@ from suber_data.cli.main import app
 from tests.support.file_server import FileServer
 
 REPO = Path(__file__).resolve().parents[2]
-COAT = next(  # ../shared beside the repository; a git worktree elsewhere finds the machine's copy
-    (p for p in (REPO.parent / "shared", Path("/work/shared")) if (p / "data" / "coat_sources").is_dir()),
-    REPO.parent / "shared",
-) / "data" / "coat_sources"
+COAT = (
+    next(  # ../shared beside the repository; a git worktree elsewhere finds the machine's copy
+        (p for p in (REPO.parent / "shared", Path("/work/shared")) if (p / "data" / "coat_sources").is_dir()),
+        REPO.parent / "shared",
+    )
+    / "data"
+    / "coat_sources"
+)
 EXAMPLE = REPO / "examples" / "coat.toml"
-PINNED = "https://raw.githubusercontent.com/DongHande/AutoDebias/3f101859668dad3a72197222fad5c0a0829ba9d9/datasets/coat/"
+PINNED = (
+    "https://raw.githubusercontent.com/DongHande/AutoDebias/3f101859668dad3a72197222fad5c0a0829ba9d9/datasets/coat/"
+)
 REAL = ["--profile", "real", "--split", "random", "--users", "290", "--held-out", "8", "--min-history", "16"]
 pytestmark = pytest.mark.skipif(not COAT.is_dir(), reason="../shared/data/coat_sources is absent")
 
@@ -64,10 +70,11 @@ def test_the_files_are_fetched_once_as_pinned_and_read_as_they_are(coat):
     assert all(c["passed"] for c in report.get("checks", [])), [c for c in report["checks"] if not c["passed"]]
     con = duckdb.connect(str(folder / "catalog.duckdb"), read_only=True)
     chosen = _matrix("train.ascii")
-    users, items, values = np.nonzero(chosen)
-    got = con.execute("SELECT source_user_id, item_id, rating FROM ratings ORDER BY 1::INT, 2").fetchall()
+    users, items = np.nonzero(chosen)
+    sql = "SELECT source_user_id, item_id, rating FROM ratings ORDER BY source_user_id::INT, item_id"
+    got = con.execute(sql).fetchall()
     assert got == [(str(u), int(i), float(chosen[u, i])) for u, i in zip(users, items, strict=True)]
-    assert values is not None and len(got) == 6960
+    assert len(got) == 6960
 
 
 def test_coats_are_described_by_their_features(coat):
@@ -118,6 +125,14 @@ def test_all_290_people_are_real_users_with_their_recorded_facts(coat):
     ).fetchall()
     assert len(per_user) == 290 and {n for (n,) in per_user} == {16}
     assert con.execute("SELECT count(DISTINCT variant) FROM user_descriptions").fetchone()[0] == 1
+
+
+def test_its_croissant_validates_and_loads_every_table(coat, caplog):
+    pytest.importorskip("mlcroissant", reason="mlcroissant is in the dev extra")
+    from tests.corpus.test_croissant import loads_every_table
+
+    doc = loads_every_table(coat[0], caplog)  # random_ratings and source_users included
+    assert "drawn at random" in doc["rai:dataLimitations"]
 
 
 def test_suber_env_opens_it_states_the_facts_and_runs_an_episode(coat):

@@ -193,8 +193,14 @@ def test_a_value_off_the_scale_fails_naming_line_and_column(tmp_path, cache, tab
         (('fields = { kind = "tea kind" }', 'fields = { sort = "tea kind" }'), "items.fields: no field 'sort'"),
         (('"origin:china"', '"origin:japan"'), "items.values: no line 'origin:japan' in the map"),
     ],
-    ids=["names-on-a-matrix", "onehot-without-names", "sex-values-without-sex", "unknown-fact", "unknown-field",
-         "unknown-value"],  # fmt: skip
+    ids=[
+        "names-on-a-matrix",
+        "onehot-without-names",
+        "sex-values-without-sex",
+        "unknown-fact",
+        "unknown-field",
+        "unknown-value",
+    ],  # fmt: skip
 )
 def test_a_wrong_layout_key_is_one_line(tmp_path, cache, change, message):
     config = write_teas(tmp_path / "src", toml=TEAS_TOML.replace(*change))
