@@ -78,7 +78,17 @@ USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "rating_mean": (pa.float32(), False),
     "n_history": (pa.int32(), False),
     "favourites": (pa.list_(pa.string()), False),
+    # RecAgent's profile fields (every population): behaviour features as booleans, activity level, traits
+    "traits": (pa.list_(pa.string()), False),
+    "watcher": (pa.bool_(), False),
+    "explorer": (pa.bool_(), False),
+    "critic": (pa.bool_(), False),
+    "chatter": (pa.bool_(), False),
+    "poster": (pa.bool_(), False),
+    "activity": (pa.float32(), False),
 }
+# RecAgent's five behaviour features, in the order the page env's observation ``behaviour`` lists them
+BEHAVIOURS = ("watcher", "explorer", "critic", "chatter", "poster")
 
 # user_ratings.parquet: a real population's own ratings; the env reads only part == "history"
 USER_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {

@@ -132,6 +132,14 @@ USERS = pa.schema(
         pa.field("high_share", pa.float32()),
         pa.field("habit", pa.string()),
         pa.field("favourites", pa.list_(pa.string())),
+        # RecAgent's profile fields (every population; null in a table built before them)
+        pa.field("traits", pa.list_(pa.string())),
+        pa.field("watcher", pa.bool_()),
+        pa.field("explorer", pa.bool_()),
+        pa.field("critic", pa.bool_()),
+        pa.field("chatter", pa.bool_()),
+        pa.field("poster", pa.bool_()),
+        pa.field("derived", pa.list_(pa.string())),
     ]
 )
 USERS = described(
@@ -157,6 +165,13 @@ USERS = described(
     high_share="Real users: share of their history ratings at the release's like threshold or above",
     habit="Real users: rating habit from the history: harsh critic, balanced or generous rater",
     favourites="Real users: titles of their best-rated history items (at most 5)",
+    traits="Personality traits (RecAgent), from the list in suber_data/assets/users/traits.txt",
+    watcher="RecAgent's Watcher: rates what they interact with (real users: from the share of views rated)",
+    explorer="RecAgent's Explorer: seeks out items they heard of (drawn)",
+    critic="RecAgent's Critic: high standards, criticises items and the system (real users: a harsh rating habit)",
+    chatter="RecAgent's Chatter: trusts friends' advice (drawn)",
+    poster="RecAgent's Poster: shares publicly (drawn)",
+    derived="Which of the profile fields were derived from the user's history (the rest were drawn)",
 )
 
 # Real-user populations: each user's own ratings, split into the history the simulator may show and the
