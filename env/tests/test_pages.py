@@ -154,7 +154,8 @@ def _with_behaviour(folder, **flags) -> object:
     return load_dataset(folder)
 
 
-def _mean_over_episodes(env, page_of, key, episodes=150) -> float:
+def _over_episodes(env, page_of, key, episodes=150) -> list:
+    """``key(info, terminated)`` of every page of ``episodes`` episodes (seeds 0, 1, ...)."""
     vals = []
     for e in range(episodes):
         env.reset(seed=e)
@@ -163,7 +164,7 @@ def _mean_over_episodes(env, page_of, key, episodes=150) -> float:
             vals.append(key(info, term))
             if term or trunc:
                 break
-    return float(np.mean(vals))
+    return vals
 
 
 def test_behaviour_rules(movies_dir, tmp_path):
@@ -189,15 +190,13 @@ def test_behaviour_rules(movies_dir, tmp_path):
 
     left = lambda info, term: float(term)  # noqa: E731
     # a Critic leaves sooner after bad pages (leave chance 0.05 + 0.6 against 0.05 + 0.25)
-    by_critic = _mean_over_episodes(PagesEnv(critic), worst_page, left, episodes=60)
-    by_plain = _mean_over_episodes(PagesEnv(plain), worst_page, left, episodes=60)
+    by_critic = np.mean(_over_episodes(PagesEnv(critic), worst_page, left, episodes=60))
+    by_plain = np.mean(_over_episodes(PagesEnv(plain), worst_page, left, episodes=60))
     assert by_critic > 0.5 and by_plain < 0.4, (by_critic, by_plain)
     # a Watcher states a rating for every viewed item; others for about rate_share of them
     stated = lambda info, term: (info["stated"].sum(), info["picks"].sum())  # noqa: E731
     for ds, lo, hi in ((watcher, 1.0, 1.0), (plain, 0.3, 0.7)):
-        env, got = PagesEnv(ds), []
-        _mean_over_episodes(env, random_page, lambda i, t: got.append(stated(i, t)) or 0.0, episodes=40)
-        s, p = np.array(got).sum(0)
+        s, p = np.array(_over_episodes(PagesEnv(ds), random_page, stated, episodes=40)).sum(0)
         assert lo <= s / p <= hi
     # an Explorer picks more unfamiliar items (never viewed, no liked genre) than the same user otherwise
     ds = plain

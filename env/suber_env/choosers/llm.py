@@ -57,7 +57,8 @@ class TransformersChooser(Chooser):
         ds, cat = self.ds, self.ds.nouns["categories"]
         liked = [g for g, on in zip(ds.genre_vocab, ds.liked[user], strict=True) if on]
         disliked = [g for g, on in zip(ds.genre_vocab, ds.disliked[user], strict=True) if on]
-        return f"{ds.user_name(user)} likes the {cat} {', '.join(liked) or 'none'}; dislikes {', '.join(disliked) or 'none'}."
+        liked_text, disliked_text = ", ".join(liked) or "none", ", ".join(disliked) or "none"
+        return f"{ds.user_name(user)} likes the {cat} {liked_text}; dislikes {disliked_text}."
 
     def question(self, req: PageRequests, row: int, j: int) -> str:
         """The full prompt asking whether row ``row``'s user picks the page's item at position ``j``."""
