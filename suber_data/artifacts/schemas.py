@@ -259,6 +259,21 @@ def embedding_schema(id_column: str, dim: int) -> pa.Schema:
 
 
 # file name -> schema (embeddings are per dimension, checked by embedding_schema)
+# The friendship graph of a population (RecAgent's relationships; suber_data/users/profiles.py): mutual links,
+# one row per direction.
+USER_LINKS = described(
+    pa.schema(
+        [
+            pa.field("user_id", pa.int32(), nullable=False),
+            pa.field("other_id", pa.int32(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
+        ]
+    ),
+    user_id="users.user_id of one end of the link",
+    other_id="users.user_id of the other end (never the same user; the reverse row is present too)",
+    kind="The relationship: friend",
+)
+
 TABLES: dict[str, pa.Schema] = {
     "items.parquet": MOVIE_ITEMS,
     "ratings.parquet": RATINGS,
@@ -266,6 +281,7 @@ TABLES: dict[str, pa.Schema] = {
     "user_descriptions.parquet": USER_DESCRIPTIONS,
     "user_ratings.parquet": USER_RATINGS,
     "source_users.parquet": SOURCE_USERS,
+    "user_links.parquet": USER_LINKS,
 }
 
 # -- books (Kaggle "Amazon Books Reviews", Amazon Reviews 2023; suber_data/books) ------------------------
