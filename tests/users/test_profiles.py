@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from suber_data.artifacts.scale import WHOLE_STARS, with_scale_metadata
+from suber_data.publish.croissant import _population
 from suber_data.users import UsersConfig, build_users, check_users_dataset
 from suber_data.users.profiles import BEHAVIOURS, check_links, friendship_links, load_traits
 
@@ -46,6 +47,9 @@ def test_10000_users_have_the_fields_at_their_stated_shares(tmp_path):
     assert {c["name"]: c["passed"] for c in step["checks"]}["friendship_graph"]
     rechecked = {r.name: r.passed for r in check_users_dataset(folder)}
     assert rechecked["profile_fields"] and rechecked["friendship_graph"]
+    # Croissant's population text states them from the manifest
+    text = _population(json.loads((folder / "manifest.json").read_text()))
+    assert f"traits from a list of {len(traits)}" in text and "user_links.parquet (mean degree" in text
 
 
 def test_links_check_catches_self_links_and_one_way_links():
