@@ -5,7 +5,6 @@ gives."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +13,7 @@ from gymnasium import spaces
 from ._schema import BEHAVIOURS
 from .choosers import Chooser, PageRequests
 from .choosers.base import category_masks, category_overlaps
+from .config import with_options
 from .core import REWARD_MODES, choose_ratings, uniforms
 from .raters import Rater, Requests
 from .scales import source_to_rater
@@ -72,11 +72,7 @@ class PageConfig:
             raise ValueError(f"page_size and horizon must be at least 1 (got {self.page_size}, {self.horizon})")
 
     def with_options(self, options: dict) -> PageConfig:
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = set(options) - known
-        if unknown:
-            raise TypeError(f"unknown page environment option(s) {sorted(unknown)}; known: {sorted(known)}")
-        return dataclasses.replace(self, **options) if options else self
+        return with_options(self, options)
 
 
 def page_uniforms(keys: np.ndarray, steps: np.ndarray, stream: int, width: int) -> np.ndarray:

@@ -7,8 +7,6 @@ the item envs' reset and autoreset, so a vector env gives exactly what a loop of
 from __future__ import annotations
 
 import numpy as np
-from gymnasium.utils import seeding
-from gymnasium.vector.utils import batch_space
 
 from .choosers import Chooser, make_chooser
 from .env import SuberEnv, SuberVectorEnv, _as_dataset, _user_pool
@@ -47,19 +45,12 @@ class PagesEnv(SuberEnv):
         config: PageConfig | None = None,
         **options,
     ):
-        self.core = _build_pages(dataset, domain, chooser, chooser_kwargs, rater, rater_kwargs, 1, config, options)
-        self.config, self.user_pool = self.core.config, self.core.user_pool
-        self.ds, self.rater, self.chooser = self.core.ds, self.core.rater, self.core.chooser
-        self.observation_space, self.action_space = self.core.observation_space, self.core.action_space
-        self.render_mode = render_mode
-        self._eval_next = 0
-        self._last: dict = {}
+        core = _build_pages(dataset, domain, chooser, chooser_kwargs, rater, rater_kwargs, 1, config, options)
+        self._attach(core, render_mode)
+        self.chooser = core.chooser
 
-    def step(self, action):
-        reward, term, trunc, info = self.core.step(np.asarray(action, np.int64)[None, :])
-        info1 = {k: v[0] for k, v in info.items()}
-        self._last = info1
-        return self._obs(), float(reward[0]), bool(term[0]), bool(trunc[0]), info1
+    def _batch_action(self, action) -> np.ndarray:
+        return np.asarray(action, np.int64)[None, :]
 
     def prompt(self) -> str:
         """The LLM chooser's question about the first item of the last page."""
@@ -92,18 +83,9 @@ class PagesVectorEnv(SuberVectorEnv):
         config: PageConfig | None = None,
         **options,
     ):
-        self.core = _build_pages(
-            dataset, domain, chooser, chooser_kwargs, rater, rater_kwargs, num_envs, config, options
-        )
-        self.config, self.user_pool, self.copy = self.core.config, self.core.user_pool, copy
-        self.ds, self.rater, self.chooser = self.core.ds, self.core.rater, self.core.chooser
-        self.num_envs = num_envs
-        self.single_observation_space = self.core.observation_space
-        self.single_action_space = self.core.action_space
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self.action_space = batch_space(self.single_action_space, num_envs)
-        self._rngs = [seeding.np_random(None)[0] for _ in range(num_envs)]
-        self._eval_next = np.arange(num_envs)
+        core = _build_pages(dataset, domain, chooser, chooser_kwargs, rater, rater_kwargs, num_envs, config, options)
+        self._attach(core, num_envs, copy)
+        self.chooser = core.chooser
 
     def prompt(self, slot: int = 0) -> str:
         if self.core.last_requests is None or not hasattr(self.chooser, "question"):
