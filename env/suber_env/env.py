@@ -197,14 +197,19 @@ def _user_pool(ds: Dataset, rater: Rater) -> np.ndarray:
     return ds.described_users
 
 
+def _as_rater(ds: Dataset, rater: str | Rater, rater_kwargs: dict | None) -> Rater:
+    """A rater object as given, or made by name on the dataset's scale unless the kwargs name one."""
+    if not isinstance(rater, str):
+        return rater
+    kw = dict(rater_kwargs or {})
+    kw.setdefault("scale", ds.rater_scale)
+    return make_rater(rater, ds, **kw)
+
+
 def _build(dataset, domain, rater, rater_kwargs, n, config: EnvConfig | None, options: dict) -> _Core:
     ds = _as_dataset(dataset, domain)
     config = (config or EnvConfig()).with_options(options)
-    if isinstance(rater, str):
-        kw = dict(rater_kwargs or {})
-        kw.setdefault("scale", ds.rater_scale)
-        rater = make_rater(rater, ds, **kw)
-    return _Core(ds, rater, n, config)
+    return _Core(ds, _as_rater(ds, rater, rater_kwargs), n, config)
 
 
 class SuberEnv(gym.Env):

@@ -9,18 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from .choosers import Chooser, make_chooser
-from .env import SuberEnv, SuberVectorEnv, _as_dataset, _user_pool
+from .env import SuberEnv, SuberVectorEnv, _as_dataset, _as_rater, _user_pool
 from .page_core import PageConfig, PageCore
-from .raters import Rater, make_rater
+from .raters import Rater
 
 
 def _build_pages(dataset, domain, chooser, chooser_kwargs, rater, rater_kwargs, n, config, options) -> PageCore:
     ds = _as_dataset(dataset, domain)
     config = (config or PageConfig()).with_options(options)
-    if isinstance(rater, str):
-        kw = dict(rater_kwargs or {})
-        kw.setdefault("scale", ds.rater_scale)
-        rater = make_rater(rater, ds, **kw)
+    rater = _as_rater(ds, rater, rater_kwargs)
     if isinstance(chooser, str):
         chooser = make_chooser(chooser, ds, **dict(chooser_kwargs or {}))
     pool = _user_pool(ds, rater)
