@@ -121,9 +121,21 @@ class PageMemory:
             self.recent[rows] = rec
 
     def preload(self, slot: int, items: np.ndarray, ratings: np.ndarray) -> None:
-        """A real user's history (oldest first) as earlier views, each with its rating."""
-        for i, r in zip(np.asarray(items, np.int64).tolist(), np.asarray(ratings, np.float32).tolist(), strict=True):
-            self.write(np.array([slot]), np.array([i]), np.array([r], np.float32))
+        """Start a cleared slot from a real user's history (oldest first): each rating one earlier view, as if
+        written one by one (``write``), in a few array operations."""
+        items, ratings = np.asarray(items, np.int64), np.asarray(ratings, np.float32)
+        if not len(items):
+            return
+        uniq, first = np.unique(items, return_index=True)
+        _, from_end = np.unique(items[::-1], return_index=True)
+        last = len(items) - 1 - from_end  # each distinct item's latest view
+        np.add.at(self.views[slot], items, 1)
+        self.order[slot] = items[np.sort(first)].tolist()
+        self.rating[slot, uniq] = ratings[last]
+        h = min(self.h_items.shape[1], len(items))
+        self.h_items[slot, :h], self.h_ratings[slot, :h] = items[::-1][:h], ratings[::-1][:h]
+        latest = uniq[np.argsort(-last)][: self.recent.shape[1]]
+        self.recent[slot, : len(latest)] = latest
 
     def interactions(self, slot: int) -> list[dict]:
         return [

@@ -262,3 +262,19 @@ def test_llm_chooser_batched_equals_one_by_one(movies, smollm2_tokenizer):
     assert ((batched > 0) & (batched < 1)).all() and batched.std() > 0
     q = ch.question(req, 1, 2)
     assert movies.titles[int(req.pages[1, 2])] in q and all(movies.titles[int(i)] in q for i in req.pages[1])
+
+
+def test_memory_preload_equals_writing_the_history_one_view_at_a_time():
+    from suber_env.page_core import PageMemory
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        n, history, recent = int(rng.integers(0, 30)), int(rng.integers(0, 8)), int(rng.integers(0, 5))
+        items, ratings = rng.integers(0, 20, n), rng.integers(0, 10, n).astype(np.float32)
+        one, bulk = PageMemory(2, 20, history, recent), PageMemory(2, 20, history, recent)
+        for i, r in zip(items.tolist(), ratings.tolist(), strict=True):
+            one.write(np.array([1]), np.array([i]), np.array([r], np.float32))
+        bulk.preload(1, items, ratings)
+        for name in ("views", "rating", "h_items", "h_ratings", "recent"):
+            np.testing.assert_array_equal(getattr(one, name), getattr(bulk, name))
+        assert one.order == bulk.order
