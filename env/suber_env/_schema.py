@@ -81,7 +81,17 @@ USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "n_history": (pa.int32(), False),
     "favourites": (pa.list_(pa.string()), False),
     "facts": (pa.list_(pa.string()), False),  # other facts a corpus' users file records, "field: value"
+    # RecAgent's profile fields (every population): behaviour features as booleans, activity level, traits
+    "traits": (pa.list_(pa.string()), False),
+    "watcher": (pa.bool_(), False),
+    "explorer": (pa.bool_(), False),
+    "critic": (pa.bool_(), False),
+    "chatter": (pa.bool_(), False),
+    "poster": (pa.bool_(), False),
+    "activity": (pa.float32(), False),
 }
+# RecAgent's five behaviour features, in the order the page env's observation ``behaviour`` lists them
+BEHAVIOURS = ("watcher", "explorer", "critic", "chatter", "poster")
 
 # user_ratings.parquet: a real population's own ratings; the env reads only part == "history"
 USER_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {

@@ -55,6 +55,7 @@ class Dataset:
     real: np.ndarray | None = None  # bool per user: one real user of the release (profile "real")
     liked: np.ndarray | None = None  # (n_users, G) uint8 over genre_vocab
     disliked: np.ndarray | None = None
+    behaviour: np.ndarray | None = None  # (n_users, 5) bool over _schema.BEHAVIOURS; None: the table has none
     descriptions: list[str | None] | None = None  # None for a user the descriptions step left out
     described_users: np.ndarray | None = None  # rows of the users that have a description (int64)
     item_embeddings: np.ndarray | None = None  # (n_items, d) float32, unit norm

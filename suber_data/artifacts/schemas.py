@@ -133,6 +133,14 @@ USERS = pa.schema(
         pa.field("habit", pa.string()),
         pa.field("favourites", pa.list_(pa.string())),
         pa.field("facts", pa.list_(pa.string())),  # other facts a corpus' users file records, "field: value"
+        # RecAgent's profile fields (every population; null in a table built before them)
+        pa.field("traits", pa.list_(pa.string())),
+        pa.field("watcher", pa.bool_()),
+        pa.field("explorer", pa.bool_()),
+        pa.field("critic", pa.bool_()),
+        pa.field("chatter", pa.bool_()),
+        pa.field("poster", pa.bool_()),
+        pa.field("derived", pa.list_(pa.string())),
     ]
 )
 USERS = described(
@@ -160,6 +168,13 @@ USERS = described(
     favourites="Real users: titles of their best-rated history items (at most 5)",
     facts="Real users: other facts the source's users file records, each 'field: value' (e.g. 'location: urban'); "
     "null where it records none",
+    traits="Personality traits (RecAgent), from the list in suber_data/assets/users/traits.txt",
+    watcher="RecAgent's Watcher: rates what they interact with (real users: from the share of views rated)",
+    explorer="RecAgent's Explorer: seeks out items they heard of (drawn)",
+    critic="RecAgent's Critic: high standards, criticises items and the system (real users: a harsh rating habit)",
+    chatter="RecAgent's Chatter: trusts friends' advice (drawn)",
+    poster="RecAgent's Poster: shares publicly (drawn)",
+    derived="Which of the profile fields were derived from the user's history (the rest were drawn)",
 )
 
 # Real-user populations: each user's own ratings, split into the history the simulator may show and the
@@ -247,6 +262,21 @@ def embedding_schema(id_column: str, dim: int) -> pa.Schema:
 
 
 # file name -> schema (embeddings are per dimension, checked by embedding_schema)
+# The friendship graph of a population (RecAgent's relationships; suber_data/users/profiles.py): mutual links,
+# one row per direction.
+USER_LINKS = described(
+    pa.schema(
+        [
+            pa.field("user_id", pa.int32(), nullable=False),
+            pa.field("other_id", pa.int32(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
+        ]
+    ),
+    user_id="users.user_id of one end of the link",
+    other_id="users.user_id of the other end (never the same user; the reverse row is present too)",
+    kind="The relationship: friend",
+)
+
 TABLES: dict[str, pa.Schema] = {
     "items.parquet": MOVIE_ITEMS,
     "ratings.parquet": RATINGS,
@@ -254,6 +284,7 @@ TABLES: dict[str, pa.Schema] = {
     "user_descriptions.parquet": USER_DESCRIPTIONS,
     "user_ratings.parquet": USER_RATINGS,
     "source_users.parquet": SOURCE_USERS,
+    "user_links.parquet": USER_LINKS,
 }
 
 # -- books (Kaggle "Amazon Books Reviews", Amazon Reviews 2023; suber_data/books) ------------------------

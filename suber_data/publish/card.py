@@ -31,6 +31,7 @@ TABLE_ORDER = [
     "ratings.parquet",
     "users.parquet",
     "user_descriptions.parquet",
+    "user_links.parquet",
     "item_embeddings.parquet",
     "user_embeddings.parquet",
 ]

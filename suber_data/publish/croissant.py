@@ -129,10 +129,29 @@ def _models(manifest: dict) -> list[str]:
     return out
 
 
+def _profile_fields(users: dict) -> str:
+    """RecAgent's profile fields as the users step recorded them (nothing for a population built before them)."""
+    p = users.get("profile_fields")
+    if not p:
+        return ""
+    shares = ", ".join(f"{b} {v:.0%}" for b, v in p["behaviour_shares"].items())
+    derived = ", ".join(p["derived_from_history"]) or "none"
+    return (
+        f" Each user also has RecAgent's profile fields: {p['traits']['per_user'][0]}-{p['traits']['per_user'][1]} "
+        f"traits from a list of {p['traits']['size']}, the behaviour features ({shares}), an activity level, and "
+        f"friends in user_links.parquet (mean degree {p['links']['mean_degree']}); derived from the history: "
+        f"{derived}, the rest drawn."
+    )
+
+
 def _population(manifest: dict) -> str:
     users = manifest.get("steps", {}).get("users")
     if not users:
         return "No user population is part of this dataset (only the real ratings the source publishes)."
+    return _population_kind(users) + _profile_fields(users)
+
+
+def _population_kind(users: dict) -> str:
     settings, tastes = users.get("settings") or {}, users.get("tastes") or {}
     if settings.get("profile") == "real":
         return (
