@@ -28,7 +28,8 @@ from .history import concat, memory_requests
 from .proof.controls import derangement, with_controls
 from .proof.data import GroundedSplit, Simulator, pair_keys
 from .proof.leaks import check_item_statistics
-from .proof.run import ProofContext, run_proof
+from .proof.null_check import false_positive_rates
+from .proof.run import ProofContext, jsonable, run_proof
 
 RANDOM_RATINGS = "random_ratings.parquet"
 
@@ -245,7 +246,9 @@ def grounded_proof(
     perm = derangement(ds.n_users, seed)  # with_controls' shuffled control asks as user perm[u]
     sim.prefetch(np.concatenate([users, perm[users]]), np.concatenate([items, items]))
     sims: dict[str, Simulator] = with_controls(ctx.fit_history, {name: sim}, seed)
-    result = run_proof(split, sims, context=ctx, null_check=null_check)
+    result = run_proof(split, sims, context=ctx)
+    if null_check:
+        result["null_check"] = jsonable(false_positive_rates(ctx, null_check, seed=seed))
     result["protocol"]["rater_memory"] = {"retrieval": retrieval, "k": memory_k}
     result["protocol"]["source_scale"] = ds.source_scale.name
     result["protocol"]["item_statistics_checked"] = leaks

@@ -182,14 +182,12 @@ def run_proof(
     calib_per_user: int = 5,
     add_random: bool = True,
     context: ProofContext | None = None,
-    null_check: int = 0,
 ) -> dict:
     """Counterfactual agreement (protocol A, and R where the split has random exposure), the anchors and the
     calibration for every simulator, with the random control added as "random" (unless ``add_random`` is
     False or the name is taken), and the paired differences of each simulator with its controls. Build the
     simulators from ``ProofContext.fit_history`` (history less the calibration cut); pass the context when
-    it was built already. A protocol with fewer than two users is skipped (``protocol["skipped_protocols"]``).
-    ``null_check`` > 0 adds the false-positive rates of every p over that many uninformative simulators."""
+    it was built already. A protocol with fewer than two users is skipped (``protocol["skipped_protocols"]``)."""
     ctx = context or ProofContext(split, panel, k, seed, boots, perms, max_pos, calib_per_user)
     sims = dict(simulators)
     if add_random and "random" not in sims:
@@ -225,16 +223,13 @@ def run_proof(
     }
     bl = baselines(ctx.fit_history, split.test_user, split.test_item, split.test_rating)
     comparisons = default_comparisons(list(sims))
-    out = {
-        "protocol": proto,
-        "panel": [r.describe() for r in ctx.panel.recommenders],
-        "real": real,
-        "baselines": bl,
-        "simulators": results,
-        "paired": paired(all_boots, results, comparisons, ctx.subsets),
-    }
-    if null_check:
-        from .null_check import false_positive_rates
-
-        out["null_check"] = false_positive_rates(ctx, null_check, seed=ctx.seed)
-    return jsonable(out)
+    return jsonable(
+        {
+            "protocol": proto,
+            "panel": [r.describe() for r in ctx.panel.recommenders],
+            "real": real,
+            "baselines": bl,
+            "simulators": results,
+            "paired": paired(all_boots, results, comparisons, ctx.subsets),
+        }
+    )
