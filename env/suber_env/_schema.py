@@ -84,7 +84,7 @@ USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
 USER_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "user_id": (pa.int32(), True),
     "item_id": (pa.int32(), True),
-    "rating": (pa.float32(), True),
+    "rating": (pa.float64(), True),
     "timestamp": (pa.timestamp("us", tz="UTC"), False),
     "part": (pa.string(), True),
 }
@@ -98,7 +98,7 @@ USER_DESCRIPTION_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
 RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "source_user_id": (pa.int32(), True),
     "item_id": (pa.int32(), True),
-    "rating": (pa.float32(), True),
+    "rating": (pa.float64(), True),
 }
 
 EMBEDDING_ID = {"item_embeddings.parquet": "item_id", "user_embeddings.parquet": "user_id"}
@@ -116,5 +116,5 @@ FILES = {
 BOOK_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "source_user_id": (pa.string(), True),
     "item_id": (pa.int32(), True),
-    "rating": (pa.float32(), True),
+    "rating": (pa.float64(), True),
 }

@@ -173,7 +173,7 @@ def build_corpus(
         Path,
         typer.Option(
             help="The corpus description (TOML; see examples/anime.toml and docs/corpus.md): its files, columns, "
-            "scale, nouns, tastes, and an optional [build] table of the settings below."
+            "scale, nouns, tastes, and an optional \\[build] table of the settings below."  # \\[: Rich markup eats [build]
         ),
     ],
     data_dir: DataDir = None,

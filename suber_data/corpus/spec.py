@@ -82,11 +82,21 @@ class CorpusSpec:
     scale: Scale
     tastes: dict[str, Any]  # prior: "items" or a CSV path; min_items
     rater_scale: str  # the env's rating scale name ("1-10", "1-5", "0-9")
+    audience: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_AUDIENCE))  # ages of the people it is for
 
     def terms(self) -> dict[str, Any]:
         """What later steps and the env read from the manifest instead of the domain's name."""
         vote = {"min": self.scale.min, "max": self.scale.max, "fill": (self.scale.min + self.scale.max) / 2}
-        return make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote)
+        return {**make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote), **self.audience_terms()}
+
+    def audience_terms(self) -> dict[str, Any]:
+        """``audience``: the age range census users are drawn from (the users step narrows its ages to it)."""
+        return {"audience": dict(self.audience)}
+
+    @property
+    def derived_titles(self) -> bool:
+        """No title column: each item's title is the first words of its text (``read.derived_title_sql``)."""
+        return not self.item_columns["title"]
 
 
 NOUN_DEFAULTS = {
@@ -97,7 +107,10 @@ NOUN_DEFAULTS = {
     "consumed": "tried",
     "person": "person",
 }
-TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env", "build"}  # build: the CLI's settings
+TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env", "audience", "build"}  # build: the CLI's
+# A corpus that declares no audience is taken as adult material: its census users are 18 or older.
+DEFAULT_AUDIENCE = {"age_min": 18, "age_max": 90, "declared": False}
+AGE_LIMIT = 100  # the census tables' oldest age (100 and over)
 FILE_KEYS = {"path", "url", "sha256", "format", "compression", "member"}
 ITEM_KEYS = FILE_KEYS | {
     "id",
@@ -237,9 +250,9 @@ def load_spec(path: str | Path) -> CorpusSpec:
         raise _fail(path, "nouns", "every noun must be a non-empty string", 'write e.g. item = "game"')
     i = _Reader(path, top.get("items", dict, required=True), "items", ITEM_KEYS)
     items = _file(path, i)
-    item_columns = _columns(
-        i, ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count"), ("id", "title")
-    )
+    item_columns = _columns(i, ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count"), ("id",))
+    if not item_columns["title"] and not item_columns["text"]:
+        raise _fail(path, "items.title", "missing, and no items.text to make titles from", "add title = COLUMN or text")
     fmt = i.get("categories_format", str, "delimited")
     if fmt not in CATEGORY_FORMATS:
         raise _fail(path, "items.categories_format", f"{fmt!r} is unknown", f"use one of {', '.join(CATEGORY_FORMATS)}")
@@ -275,4 +288,17 @@ def load_spec(path: str | Path) -> CorpusSpec:
         scale,
         tastes,
         rater_scale,
+        _audience(path, top.get("audience", dict, None)),
     )
+
+
+def _audience(path: Path, table: dict | None) -> dict[str, Any]:
+    """``[audience]``: the youngest and oldest age the corpus is for (census users are drawn in that range)."""
+    if table is None:
+        return dict(DEFAULT_AUDIENCE)
+    r = _Reader(path, table, "audience", {"age_min", "age_max"})
+    low = r.get("age_min", int, DEFAULT_AUDIENCE["age_min"])
+    high = r.get("age_max", int, DEFAULT_AUDIENCE["age_max"])
+    if not 0 <= low <= high <= AGE_LIMIT:
+        raise _fail(path, "audience", f"ages {low} to {high} are not a range within 0-{AGE_LIMIT}", "give age_min <= age_max")
+    return {"age_min": low, "age_max": high, "declared": True}
