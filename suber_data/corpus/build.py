@@ -230,8 +230,11 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
             f"{spec.name}-{role}": {"url": s["url"], "size": s["size"], "sha256": s["sha256"]}
             for role, s in sources.items()
         },  # fmt: skip
-        extra={"plots": {name: path.name for name, path in plots.items()}, "categories": categories,
-               "titles": _titles_record(spec)},  # fmt: skip
+        extra={
+            "plots": {name: path.name for name, path in plots.items()},
+            "categories": categories,
+            "titles": _titles_record(spec),
+        },  # fmt: skip
         header={"domain": spec.name, "release": spec.release, "terms": spec.terms(), "about": spec.about},
     )
 

@@ -87,7 +87,10 @@ class CorpusSpec:
     def terms(self) -> dict[str, Any]:
         """What later steps and the env read from the manifest instead of the domain's name."""
         vote = {"min": self.scale.min, "max": self.scale.max, "fill": (self.scale.min + self.scale.max) / 2}
-        return {**make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote), **self.audience_terms()}
+        return {
+            **make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote),
+            **self.audience_terms(),
+        }
 
     def audience_terms(self) -> dict[str, Any]:
         """``audience``: the age range census users are drawn from (the users step narrows its ages to it)."""
@@ -250,7 +253,9 @@ def load_spec(path: str | Path) -> CorpusSpec:
         raise _fail(path, "nouns", "every noun must be a non-empty string", 'write e.g. item = "game"')
     i = _Reader(path, top.get("items", dict, required=True), "items", ITEM_KEYS)
     items = _file(path, i)
-    item_columns = _columns(i, ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count"), ("id",))
+    item_columns = _columns(
+        i, ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count"), ("id",)
+    )
     if not item_columns["title"] and not item_columns["text"]:
         raise _fail(path, "items.title", "missing, and no items.text to make titles from", "add title = COLUMN or text")
     fmt = i.get("categories_format", str, "delimited")
@@ -300,5 +305,7 @@ def _audience(path: Path, table: dict | None) -> dict[str, Any]:
     low = r.get("age_min", int, DEFAULT_AUDIENCE["age_min"])
     high = r.get("age_max", int, DEFAULT_AUDIENCE["age_max"])
     if not 0 <= low <= high <= AGE_LIMIT:
-        raise _fail(path, "audience", f"ages {low} to {high} are not a range within 0-{AGE_LIMIT}", "give age_min <= age_max")
+        raise _fail(
+            path, "audience", f"ages {low} to {high} are not a range within 0-{AGE_LIMIT}", "give age_min <= age_max"
+        )
     return {"age_min": low, "age_max": high, "declared": True}

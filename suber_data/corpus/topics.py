@@ -23,9 +23,56 @@ SHARE_OF_ITEM = 0.35  # an item belongs to a topic carrying at least this share 
 MAX_PER_ITEM = 3
 # Narration and dialogue words that the English list lacks but that say nothing about what an item is about.
 NARRATION = frozenset(
-    "says said saying replied replies reply asked asks asking answered answers told tells goes going gone went "
-    "does doing done take takes taking took little thing things something nothing anything everything really "
-    "come comes came coming look looks looked know knows knew think thinks thought want wants wanted".split()
+    [
+        "says",
+        "said",
+        "saying",
+        "replied",
+        "replies",
+        "reply",
+        "asked",
+        "asks",
+        "asking",
+        "answered",
+        "answers",
+        "told",
+        "tells",
+        "goes",
+        "going",
+        "gone",
+        "went",
+        "does",
+        "doing",
+        "done",
+        "take",
+        "takes",
+        "taking",
+        "took",
+        "little",
+        "thing",
+        "things",
+        "something",
+        "nothing",
+        "anything",
+        "everything",
+        "really",
+        "come",
+        "comes",
+        "came",
+        "coming",
+        "look",
+        "looks",
+        "looked",
+        "know",
+        "knows",
+        "knew",
+        "think",
+        "thinks",
+        "thought",
+        "want",
+        "wants",
+        "wanted",
+    ]
 )
 
 
@@ -91,7 +138,7 @@ def _named(weights: np.ndarray, components: np.ndarray, vocabulary: np.ndarray) 
         if name is None:
             continue
         names[int(t)] = name
-        words[name] = [str(vocabulary[w]) for w in np.argsort(-components[t])[:5]]
+        words[name] = [str(vocabulary[w]) for w in np.argsort(-components[t])[:5] if components[t, w] > 0]
     if len(names) < 2:
         return Topics([[] for _ in range(weights.shape[0])], {})
     per_item = [sorted({names[t] for t in row if t in names and member[i, t]}) for i, row in enumerate(rank)]

@@ -26,15 +26,23 @@ def offline(tmp_path, monkeypatch):
 
 
 TOML = """[corpus]\nname = "notes"\nrelease = "r1"\n[items]\npath = "notes.csv"\nid = "id"\ntitle = "name"
-text = "body"\ncategories = "tags"\ndelimiter = "|"\n[ratings]\npath = "marks.parquet"\nuser = "who"\nitem = "id"\nvalue = "mark"
+text = "body"\ncategories = "tags"\ndelimiter = "|"\n[ratings]\npath = "marks.parquet"\nuser = "who"\nitem = "id"
+value = "mark"
 [scale]\nmin = 1\nmax = 5\n[tastes]\nmin_items = 0\n"""
 BODIES = ["rain on the roof", "a kettle that sings", "snow on the pines", "the last tram home", "a lamp in fog"]
-TAGS = ["rain|roof|night|home", "kettle|song|home|morning", "snow|pine|winter|night", "tram|town|night|winter",
-        "lamp|fog|town|morning"]  # more categories than a census user draws (8)
+TAGS = [
+    "rain|roof|night|home",
+    "kettle|song|home|morning",
+    "snow|pine|winter|night",
+    "tram|town|night|winter",
+    "lamp|fog|town|morning",
+]  # more categories than a census user draws (8)
 
 
 def _corpus(folder, marks: list[float]) -> None:
-    lines = ["id,name,body,tags"] + [f"n{k},Note {k},{b},{t}" for k, (b, t) in enumerate(zip(BODIES, TAGS))]
+    lines = ["id,name,body,tags"] + [
+        f"n{k},Note {k},{b},{t}" for k, (b, t) in enumerate(zip(BODIES, TAGS, strict=True))
+    ]
     (folder / "notes.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     who = [f"u{i // len(BODIES)}" for i in range(len(marks))]
     ids = [f"n{i % len(BODIES)}" for i in range(len(marks))]

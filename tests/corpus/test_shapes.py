@@ -79,11 +79,11 @@ path = "listens.zip"\nmember = "data/listens.csv"\nuser = "listener"\nitem = "sh
     build_corpus(folder, load_spec(write_toml(tmp_path, toml)))
     genres = [g for (g,) in duckdb.connect().execute(f"SELECT genres FROM '{folder / 'items.parquet'}'").fetchall()]
     words = {w for g in genres for w in g}
-    # two topics, gardens and trains, each named by its most distinctive word
-    assert len(words) == 2 and words <= {"soil", "compost", "garden", "trains", "sleeper", "station", "stations"}
-    assert all(genres)  # every show is in one of them
+    # topics of gardens and of trains, each named by its most distinctive word; no word shared by both kinds
+    assert words <= {"soil", "compost", "garden", "trains", "sleeper", "station", "stations"} and len(words) >= 2
+    assert all(genres)  # every show is in one
     garden = {w for g in genres[:2] + genres[4:5] for w in g}
-    assert len(garden) == 1 and garden.isdisjoint({w for g in genres[2:4] + genres[5:] for w in g})
+    assert garden and garden.isdisjoint({w for g in genres[2:4] + genres[5:] for w in g})
     users = build_users(folder, UsersConfig(count=20, domain="podcasts", cap_liked=2, cap_disliked=1))
     assert users.counts["users"] == 20
     liked = pq.read_table(folder / "users.parquet", columns=["liked", "disliked"]).to_pylist()
