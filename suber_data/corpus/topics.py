@@ -117,7 +117,7 @@ def derive_topics(texts: list[str], most: int) -> Topics:
     if k < 2:
         return none
     nmf = NMF(n_components=k, init="nndsvd", max_iter=400)
-    weights = nmf.fit_transform(matrix)
+    weights = nmf.fit(matrix[fit_rows]).transform(matrix)  # every item weighed against the fitted topics
     return _named(weights, nmf.components_, vectorizer.get_feature_names_out())
 
 
