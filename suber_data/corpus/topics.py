@@ -21,6 +21,8 @@ FIT_ITEMS = 50_000  # the topics are fitted on at most this many items (spread o
 MAX_SHARE = 0.5  # a word that more than this share of the items use is nobody's category
 SHARE_OF_ITEM = 0.35  # an item belongs to a topic carrying at least this share of its largest topic weight
 MAX_PER_ITEM = 3
+TOP_WORDS = 5  # a topic's heaviest words: recorded in the manifest, and what its coherence is measured on
+MIN_COHERENCE = 0.1  # mean NPMI of those words: below it they meet by chance, and the topic is noise
 # Narration and dialogue words that the English list lacks but that say nothing about what an item is about.
 NARRATION = frozenset(
     [
@@ -81,7 +83,7 @@ class Topics:
     """Each item's categories (topic names, possibly none) and the topics found, with their top words."""
 
     per_item: list[list[str]]
-    words: dict[str, list[str]]  # topic name -> its five heaviest words, for the manifest
+    words: dict[str, list[str]]  # topic name -> its heaviest words, for the manifest
 
 
 def stop_words() -> frozenset[str]:
@@ -118,12 +120,29 @@ def derive_topics(texts: list[str], most: int) -> Topics:
         return none
     nmf = NMF(n_components=k, init="nndsvd", max_iter=400)
     weights = nmf.fit(matrix[fit_rows]).transform(matrix)  # every item weighed against the fitted topics
-    return _named(weights, nmf.components_, vectorizer.get_feature_names_out())
+    return _named(weights, nmf.components_, vectorizer.get_feature_names_out(), matrix > 0)
 
 
-def _named(weights: np.ndarray, components: np.ndarray, vocabulary: np.ndarray) -> Topics:
-    """Topics named by their distinctive words; a topic of fewer than two items, or one whose name is taken, is
-    dropped; fewer than two topics left: none."""
+def coherence(present, words: list[int]) -> float:
+    """Mean normalised pointwise mutual information of the pairs of ``words`` over the items (``present``: a sparse
+    item x word matrix of booleans): near 1 when the words come together, near 0 or below when their meeting is
+    chance. Fewer than two words: -1."""
+    if len(words) < 2:
+        return -1.0
+    seen = np.asarray(present[:, words].todense(), dtype=float)
+    p = seen.mean(axis=0)
+    scores = []
+    for i in range(len(words)):
+        for j in range(i + 1, len(words)):
+            both = float((seen[:, i] * seen[:, j]).mean())
+            scores.append(-1.0 if both == 0 else float(np.log(both / (p[i] * p[j])) / -np.log(both)))
+    return float(np.mean(scores))
+
+
+def _named(weights: np.ndarray, components: np.ndarray, vocabulary: np.ndarray, present) -> Topics:
+    """Topics named by their distinctive words. Dropped: a topic of fewer than two items, one whose top words come
+    together no more than by chance (``coherence`` under MIN_COHERENCE: a word that happens to be in some items,
+    not a subject), one whose name is taken; fewer than two topics left: none."""
     share = components / np.maximum(components.sum(axis=0, keepdims=True), 1e-12)
     distinct = components * share  # heavy in this topic and light in the others
     top = weights.max(axis=1, keepdims=True)
@@ -132,13 +151,14 @@ def _named(weights: np.ndarray, components: np.ndarray, vocabulary: np.ndarray) 
     names: dict[int, str] = {}
     words: dict[str, list[str]] = {}
     for t in np.argsort(-member.sum(axis=0), kind="stable"):
-        if member[:, t].sum() < 2:
+        heaviest = [int(w) for w in np.argsort(-components[t])[:TOP_WORDS] if components[t, w] > 0]
+        if member[:, t].sum() < 2 or coherence(present, heaviest) < MIN_COHERENCE:
             continue
         name = next((str(vocabulary[w]) for w in np.argsort(-distinct[t]) if str(vocabulary[w]) not in words), None)
         if name is None:
             continue
         names[int(t)] = name
-        words[name] = [str(vocabulary[w]) for w in np.argsort(-components[t])[:5] if components[t, w] > 0]
+        words[name] = [str(vocabulary[w]) for w in heaviest]
     if len(names) < 2:
         return Topics([[] for _ in range(weights.shape[0])], {})
     per_item = [sorted({names[t] for t in row if t in names and member[i, t]}) for i, row in enumerate(rank)]

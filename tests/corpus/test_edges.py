@@ -179,7 +179,7 @@ def test_census_users_are_drawn_within_the_audience(tmp_path):
     # none declared: adults only (no preschooler rating what may be adult material), and the manifest says so
     _write_scenes(tmp_path, scenes, _signed_ratings(scenes))
     build_corpus(tmp_path / "ds", load_spec(write_toml(tmp_path, TITLED_TOML)))
-    build_users(tmp_path / "ds", UsersConfig(count=60, domain="scenes"))
+    build_users(tmp_path / "ds", UsersConfig(count=60, domain="scenes", cap_liked=2, cap_disliked=1))
     ages = pq.read_table(tmp_path / "ds" / "users.parquet").column("age").to_pylist()
     assert min(ages) >= 18
     audience = json.loads((tmp_path / "ds" / "manifest.json").read_text())["terms"]["audience"]
@@ -190,6 +190,6 @@ def test_census_users_are_drawn_within_the_audience(tmp_path):
     _write_scenes(declared, scenes, _signed_ratings(scenes))
     spec = load_spec(write_toml(declared, TITLED_TOML + "[audience]\nage_min = 25\nage_max = 40\n"))
     build_corpus(declared / "ds", spec)
-    build_users(declared / "ds", UsersConfig(count=60, domain="scenes"))
+    build_users(declared / "ds", UsersConfig(count=60, domain="scenes", cap_liked=2, cap_disliked=1))
     ages = pq.read_table(declared / "ds" / "users.parquet").column("age").to_pylist()
     assert min(ages) >= 25 and max(ages) <= 40
