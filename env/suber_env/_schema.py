@@ -97,7 +97,7 @@ BEHAVIOURS = ("watcher", "explorer", "critic", "chatter", "poster")
 USER_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "user_id": (pa.int32(), True),
     "item_id": (pa.int32(), True),
-    "rating": (pa.float32(), True),
+    "rating": (pa.float64(), True),
     "timestamp": (pa.timestamp("us", tz="UTC"), False),
     "part": (pa.string(), True),
 }
@@ -111,7 +111,7 @@ USER_DESCRIPTION_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
 RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "source_user_id": (pa.int32(), True),
     "item_id": (pa.int32(), True),
-    "rating": (pa.float32(), True),
+    "rating": (pa.float64(), True),
 }
 
 # random_ratings.parquet (a corpus with [random_ratings]): ratings of items shown to each person at random, the
@@ -138,5 +138,5 @@ FILES = {
 BOOK_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "source_user_id": (pa.string(), True),
     "item_id": (pa.int32(), True),
-    "rating": (pa.float32(), True),
+    "rating": (pa.float64(), True),
 }

@@ -70,15 +70,8 @@ def hold_dataset(dataset_dir: str | os.PathLike, *, exclusive: bool = True) -> I
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _locked_fd(path, exclusive)
     try:
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise FolderBusy(
-                f"{folder}: {_holder(path)} is building this dataset; wait for it to finish (or stop it), "
-                "then run the build again"
-            ) from None
         if exclusive:  # who holds it, for the message a second build prints
             command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv))
             os.ftruncate(fd, 0)
@@ -90,13 +83,34 @@ def hold_dataset(dataset_dir: str | os.PathLike, *, exclusive: bool = True) -> I
         finally:
             with _guard:
                 _held.pop(folder, None)
-            if exclusive:
-                os.ftruncate(fd, 0)
-                if created and [p.name for p in folder.iterdir()] == [LOCK]:  # a build that wrote nothing leaves
-                    path.unlink(missing_ok=True)  # no folder behind (e.g. refused before its first step)
-                    folder.rmdir()
+            if exclusive:  # no lock file left in the dataset; unlinked while held, so no build shares it
+                path.unlink(missing_ok=True)
+                if created and not any(folder.iterdir()):  # a build that wrote nothing leaves no folder behind
+                    folder.rmdir()  # (e.g. refused before its first step)
     finally:
         os.close(fd)  # releases the flock
+
+
+def _locked_fd(path: Path, exclusive: bool) -> int:
+    """An open descriptor of ``path`` holding its flock. The holder of the exclusive lock unlinks the file when it
+    is done, so a descriptor locked after that unlink holds a file no one else will open: try again on the new one."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise FolderBusy(
+                f"{path.parent}: {_holder(path)} is building this dataset; wait for it to finish (or stop it), "
+                "then run the build again"
+            ) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -127,6 +127,25 @@ def record_step(
         return manifest
 
 
+def forget_step(dataset_dir: str | Path, step: str) -> list[str]:
+    """Remove ``step``'s section, its tables' entries and those tables' files, so the next build makes the step
+    again instead of taking it as done (a blocking check failed on what it wrote). Returns the files removed."""
+    dataset_dir = Path(dataset_dir)
+    with _locked(dataset_dir):
+        manifest = read_manifest(dataset_dir)
+        section = (manifest.get("steps") or {}).pop(step, None)
+        if section is None:
+            return []
+        tables = manifest.get("tables") or {}
+        names = [n for n, e in tables.items() if e.get("step") == step or n in section.get("tables", [])]
+        for name in names:
+            tables.pop(name, None)
+        write_json(dataset_dir / MANIFEST, manifest)
+    for name in names:
+        (dataset_dir / name).unlink(missing_ok=True)
+    return names
+
+
 def step_is_current(dataset_dir: str | Path, step: str, fingerprint: str) -> bool:
     """True when ``step`` was built with this fingerprint and its tables and files are the ones recorded (same
     size and sha256: the env's test, ``suber_env`` ``verify=True``), so a damaged table is built again."""

@@ -96,7 +96,7 @@ RATINGS = pa.schema(
         pa.field("source_user_id", pa.int32(), nullable=False),  # a real person of the source (MovieLens userId),
         # named apart from users.user_id (synthetic users): a join on user_id would pair unrelated people
         pa.field("item_id", pa.int32(), nullable=False),
-        pa.field("rating", pa.float32(), nullable=False),
+        pa.field("rating", pa.float64(), nullable=False),
         pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),  # DuckDB's native TIMESTAMPTZ
     ]
 )
@@ -183,7 +183,7 @@ USER_RATINGS = pa.schema(
     [
         pa.field("user_id", pa.int32(), nullable=False),
         pa.field("item_id", pa.int32(), nullable=False),
-        pa.field("rating", pa.float32(), nullable=False),
+        pa.field("rating", pa.float64(), nullable=False),
         pa.field("timestamp", pa.timestamp("us", tz="UTC")),
         pa.field("part", pa.string(), nullable=False),  # "history" or "held_out"
     ]
@@ -323,7 +323,7 @@ BOOK_RATINGS = pa.schema(
     [
         pa.field("source_user_id", pa.string(), nullable=False),
         pa.field("item_id", pa.int32(), nullable=False),
-        pa.field("rating", pa.float32(), nullable=False),
+        pa.field("rating", pa.float64(), nullable=False),
         pa.field("timestamp", pa.timestamp("us", tz="UTC")),  # review/time; absent in some rows
     ]
 )
@@ -363,7 +363,7 @@ CORPUS_RATINGS = described(
         [
             pa.field("source_user_id", pa.string(), nullable=False),
             pa.field("item_id", pa.int32(), nullable=False),
-            pa.field("rating", pa.float32(), nullable=False),
+            pa.field("rating", pa.float64(), nullable=False),
             pa.field("timestamp", pa.timestamp("us", tz="UTC")),
         ]
     ),

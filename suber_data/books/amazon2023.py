@@ -162,7 +162,7 @@ def create_tables(con: duckdb.DuckDBPyConnection, meta_path: Path, reviews_path:
     )
     con.execute(
         """CREATE TABLE book_ratings AS
-           SELECT l.user_id AS source_user_id, i.item_id, l.rating::FLOAT AS rating,
+           SELECT l.user_id AS source_user_id, i.item_id, l.rating::DOUBLE AS rating,
                   make_timestamp(l.timestamp * 1000) AS timestamp
            FROM latest l JOIN book_items i USING (parent_asin) ORDER BY i.item_id, l.user_id"""
     )

@@ -15,7 +15,7 @@ from suber_data import settings
 from suber_data.artifacts import fingerprint, sha256_file, step_is_current, write_json
 from suber_data.artifacts.catalog import build_dataset_catalog
 from suber_data.artifacts.scale import WHOLE_STARS
-from suber_data.artifacts.schemas import BOOK_ITEMS, SCHEMA_VERSION
+from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
 from suber_data.artifacts.terms import terms
 from suber_data.books.amazon2023 import BOOKS as BOOKS_2023
@@ -177,8 +177,8 @@ def build_items_and_ratings(
     # a sample release's own "frequent category" threshold (SUBER's 100 is meant for all 212,404 books)
     frequent_min = get_release(release_name).meta.get("frequent_category_min") if "files" not in done else None
     fp = fingerprint(
-        "book-items", SCHEMA_VERSION, str(BOOK_ITEMS), kaggle.fingerprint, profile, WHOLE_STARS.as_dict(), TERMS,
-        frequent_min,
+        "book-items", SCHEMA_VERSION, str(BOOK_ITEMS), str(BOOK_RATINGS), kaggle.fingerprint, profile,
+        WHOLE_STARS.as_dict(), TERMS, frequent_min,
     )  # fmt: skip
 
     def build_tables() -> StepRecord:  # both tables in one pass; the "ratings" step below records the second

@@ -110,7 +110,7 @@ def _tables(
     )
     con.execute(
         """CREATE TABLE book_ratings AS
-           SELECT j.user_id AS source_user_id, i.item_id, j.score::FLOAT AS rating, to_timestamp(j.time) AS timestamp
+           SELECT j.user_id AS source_user_id, i.item_id, j.score::DOUBLE AS rating, to_timestamp(j.time) AS timestamp
            FROM joined j JOIN book_items i USING (book_id) ORDER BY i.item_id, j.user_id"""
     )
     q = con.execute

@@ -173,7 +173,8 @@ def build_corpus(
         Path,
         typer.Option(
             help="The corpus description (TOML; see examples/anime.toml and docs/corpus.md): its files, columns, "
-            "scale, nouns, tastes, and an optional [build] table of the settings below."
+            # \\[: Rich markup would take a bare [build] for a style and drop it
+            "scale, nouns, tastes, and an optional \\[build] table of the settings below."
         ),
     ],
     data_dir: DataDir = None,

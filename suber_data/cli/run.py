@@ -182,11 +182,14 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
             partition_key=o.release,
             instance=instance,
         )
+        removed = [] if result.success else forget_blocked_steps(result, dataset_dir)
+        if result.success:
+            clear_work_files(dataset_dir)
     if not result.success:
         # Dagster turns SIGINT and SIGTERM alike into a step failure (DagsterExecutionInterruptedError)
         if seen() or _interrupted(result):
             raise BuildInterrupted(signal.SIGTERM if signal.SIGTERM in seen() else signal.SIGINT)
-        raise _first_failure(result)
+        raise _first_failure(result, removed)
     report = summary(result, o, dataset_dir)
     if not as_json:
         _report(report, out)
@@ -252,9 +255,36 @@ def clear_leftovers(dataset_dir) -> None:
                 path.unlink(missing_ok=True)
 
 
-def _first_failure(result: dg.ExecuteInProcessResult) -> StepFailed:
+def clear_work_files(dataset_dir) -> None:
+    """After a successful build, remove what only a build in progress needs: ``.work/`` (the descriptions' resumable
+    store, whose rows are all in user_descriptions.parquet now) and the manifest's lock file. Called with the
+    folder's build lock held, so no other build is reading them; the build lock's own file goes when it is let go."""
+    import shutil
+    from pathlib import Path
+
+    from suber_data.artifacts.manifest import MANIFEST
+
+    folder = Path(dataset_dir)
+    shutil.rmtree(folder / ".work", ignore_errors=True)
+    (folder / f".{MANIFEST}.lock").unlink(missing_ok=True)
+
+
+def _blocked(result: dg.ExecuteInProcessResult) -> list:
+    return [e for e in result.get_asset_check_evaluations() if e.blocking and not e.passed]
+
+
+def forget_blocked_steps(result: dg.ExecuteInProcessResult, dataset_dir) -> list[str]:
+    """The steps whose output failed a blocking check are forgotten (manifest section and tables removed), so a rerun
+    builds them again rather than reporting them "up to date"; returns the files removed."""
+    from suber_data.artifacts.manifest import forget_step
+
+    steps = dict.fromkeys(e.asset_key.path[-1] for e in _blocked(result))  # the step: the key without its domain
+    return [name for step in steps for name in forget_step(dataset_dir, step)]
+
+
+def _first_failure(result: dg.ExecuteInProcessResult, removed: list[str] = ()) -> StepFailed:
     # a blocking check that failed stopped the steps after it: name the check and what it found, as the UI does
-    blocked = [e for e in result.get_asset_check_evaluations() if e.blocking and not e.passed]
+    blocked = _blocked(result)
     if blocked:
         found = "; ".join(
             f"{e.asset_key.to_user_string()} {e.check_name}: "
@@ -262,7 +292,8 @@ def _first_failure(result: dg.ExecuteInProcessResult) -> StepFailed:
             + (f" ({e.metadata['description'].value})" if "description" in e.metadata else "")
             for e in blocked
         )
-        return StepFailed(f"blocking check failed, the steps after it did not run: {found}")
+        kept = f"; removed {', '.join(removed)}, which the next build makes again" if removed else ""
+        return StepFailed(f"blocking check failed, the steps after it did not run: {found}{kept}")
     for event in result.all_events:
         if event.is_step_failure:
             error = event.step_failure_data.error

@@ -52,6 +52,8 @@ def check_options(o) -> None:
         raise SuberDataError(
             f"{shown(o, 'suber_lists', o.suber_lists)}: no such folder; pass the folder holding SUBER's CSVs"
         )
+    if o.corpus and o.profile == "real":
+        _check_corpus_split(o)
     if o.ray is not None and importlib.util.find_spec("ray") is None:
         raise SuberDataError(
             f"{shown(o, 'ray', o.ray)}: Ray is not installed; pip install 'suber-data[ray]' (docs/scale-out.md)"
@@ -63,6 +65,21 @@ def check_options(o) -> None:
         _check_llm(o)
     if o.embedding_model is not None or o.only == "embeddings":
         _check_embedding_model(o, o.embedding_model or EmbedderResource().model)
+
+
+def _check_corpus_split(o) -> None:
+    """Real users split by time need rating times: a corpus whose description names no time column is refused
+    now, not built with every user split at random under a recorded ``split: time``."""
+    from suber_data.corpus.spec import load_spec
+    from suber_data.pipelines.resources import UsersResource
+
+    split = o.split or o.recorded.get("users", {}).get("split") or UsersResource().split
+    if split == "time" and not load_spec(o.corpus).rating_columns["time"]:
+        typed = shown(o, "split", split) if o.split else f"--split {split} (the default with --profile real)"
+        raise SuberDataError(
+            f"{typed}: {o.corpus} names no ratings.time column, so the ratings have no times to split by; "
+            "pass --split random, or add ratings.time = COLUMN to the description"
+        )
 
 
 def _check_ray_address(o) -> None:

@@ -36,7 +36,7 @@ from suber_data.corpus.read import (
 from suber_data.corpus.spec import CorpusSpec, FileSpec, SpecError
 from suber_data.sources import Release, fetch
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: ratings as float64, derived titles and topics, the audience
 
 
 def rating_scale(spec: CorpusSpec) -> RatingScale:
@@ -157,40 +157,60 @@ def spec_key(spec: CorpusSpec) -> dict:
 
 
 def _text_sql(spec: CorpusSpec) -> str:
-    parts = [
-        f"'{c.replace(chr(39), '')}: ' || trim(CAST({ident(c)} AS VARCHAR)) || '.'" for c in spec.item_columns["text"]
-    ]
+    """The item's text: one text column as it is (its name would enter prompts and embeddings), several joined as
+    "column: value." so each part says what it is."""
+    columns = spec.item_columns["text"]
+    if len(columns) == 1:
+        return f"nullif(trim(CAST({ident(columns[0])} AS VARCHAR)), '')"
+    parts = [f"'{c.replace(chr(39), '')}: ' || trim(CAST({ident(c)} AS VARCHAR)) || '.'" for c in columns]
     if not parts:
         return "NULL"
     joined = f"concat_ws(' ', {', '.join(parts)})"
     return f"nullif({joined}, '')"
 
 
-# Words too common to tell items apart (the derived categories skip them).
-_STOP_TEXT = (
-    "about after again also among and another any are around back been before being between both but can could "
-    "each even every first from further have having her here him his how into its just last like made make many "
-    "more most much must never new next not now off once one only other our out over own same she should since "
-    "some still such than that the their them then there these they this those through time too two under until "
-    "very was way well were what when where which while who whom why will with would year years you your"
-)
-STOPWORDS = sorted(set(_STOP_TEXT.split()))
+TITLE_CHARS = 60  # a derived title: the text's first words, at most this long
 
 
-def derived_categories_sql(spec: CorpusSpec) -> str:
-    """CTEs ``derived(rec, genres)``: a corpus without categories gets the ``derive_categories`` words (4+
-    letters, not stop words) that the most items share in their title and text, as each item's categories.
-    Named by the words themselves, so tastes, prompts and plots stay readable (docs/corpus.md)."""
-    named = [spec.item_columns["title"], *spec.item_columns["text"]]
-    cols = [ident(c) for c in named if c]
-    text = f"lower(concat_ws(' ', {', '.join(f'CAST({c} AS VARCHAR)' for c in cols)}))"
-    stop = ", ".join(f"'{w}'" for w in STOPWORDS)
-    return f"""words AS (SELECT DISTINCT rec, w FROM (SELECT rec, unnest(regexp_split_to_array({text}, '[^a-z0-9]+'))
-                           AS w FROM kept) WHERE length(w) >= 4 AND w NOT IN ({stop})),
-            top AS (SELECT w FROM words GROUP BY w HAVING count(*) >= 2
-                    ORDER BY count(*) DESC, w LIMIT {int(spec.derive_categories)}),
-            derived AS (SELECT rec, list(w ORDER BY w) AS genres FROM words
-                        WHERE w IN (SELECT w FROM top) GROUP BY rec),"""
+def _title_sql(spec: CorpusSpec) -> str:
+    """The item's title: its title column; else, for items described by features only (a one-hot layout), a
+    label composed from the features (``feature_title_sql``); else (``derived_titles``) the first words of its
+    text, whitespace folded, cut at the last word boundary within TITLE_CHARS characters, "..." when cut."""
+    if not spec.derived_titles:
+        return f"nullif(trim(CAST({ident(spec.item_columns['title'])} AS VARCHAR)), '')"
+    if spec.items.layout is not None:
+        return feature_title_sql(spec)
+    texts = ", ".join(f"nullif(trim(CAST({ident(c)} AS VARCHAR)), '')" for c in spec.item_columns["text"])
+    text = f"trim(regexp_replace(coalesce({texts}), '\\s+', ' ', 'g'))"
+    head = f"left({text}, {TITLE_CHARS + 1})"
+    cut = f"coalesce(nullif(regexp_extract({head}, '^(.*\\S)\\s', 1), ''), left({text}, {TITLE_CHARS}))"
+    short = f"rtrim({cut}, ' ,;:-')"
+    return f"nullif(CASE WHEN length({text}) <= {TITLE_CHARS} THEN {text} ELSE {short} || '...' END, '')"
+
+
+def _topic_text_sql(spec: CorpusSpec) -> str:
+    """The words the derived categories are found in: the title column (when there is one) and the text columns."""
+    columns = [c for c in (spec.item_columns["title"], *spec.item_columns["text"]) if c]
+    return f"concat_ws(' ', {', '.join(f'CAST({ident(c)} AS VARCHAR)' for c in columns)})"
+
+
+def _with_topics(table: pa.Table, spec: CorpusSpec) -> tuple[pa.Table, dict]:
+    """``table`` (with its ``topic_text``) with derived categories where the corpus gives none, and what the
+    manifest records of them; the topic text dropped."""
+    texts = table.column("topic_text").to_pylist()
+    table = table.drop_columns(["topic_text"])
+    if spec.item_columns.get("categories"):
+        return table, {"source": "column", "column": spec.item_columns["categories"]}
+    if spec.derive_categories <= 0:
+        return table, {"source": "none", "why": "derive_categories = 0"}
+    from suber_data.corpus.topics import derive_topics
+
+    topics = derive_topics([t or "" for t in texts], spec.derive_categories)
+    genres = pa.array(topics.per_item, pa.list_(pa.string()))
+    table = table.set_column(table.schema.get_field_index("genres"), "genres", genres)
+    if not topics.words:
+        return table, {"source": "none", "why": "the text holds no two topics of two items each"}
+    return table, {"source": "topics of the item text (TF-IDF, NMF)", "topics": topics.words}
 
 
 def _num(spec: CorpusSpec, key: str, cast: str) -> str:
@@ -198,17 +218,10 @@ def _num(spec: CorpusSpec, key: str, cast: str) -> str:
     return f"TRY_CAST(TRY_CAST({ident(col)} AS DOUBLE) AS {cast})" if col else f"NULL::{cast}"
 
 
-def _title_sql(spec: CorpusSpec) -> str:
-    """The item's title: its column, else (items described by features only) a label composed from them."""
-    if spec.item_columns["title"]:
-        return f"trim(CAST({ident(spec.item_columns['title'])} AS VARCHAR))"
-    return feature_title_sql(spec)
-
-
 def feature_title_sql(spec: CorpusSpec) -> str:
     """A label for an item with no title column: the item noun, its id and its text columns' values
-    ("coat 17: women, bomber, black"); the id keeps apart items whose features are the same.
-    A stand-in until titles are optional for every corpus (then one rule for all)."""
+    ("coat 17: women, bomber, black"); the id keeps apart items whose features are the same (Coat's 300 coats
+    have 155 distinct feature sets), which the text's first words would not."""
     values = ", ".join(f"trim(CAST({ident(t)} AS VARCHAR))" for t in spec.item_columns["text"])
     named = f"'{spec.nouns['item'].replace(chr(39), '')} ' || CAST({ident(spec.item_columns['id'])} AS VARCHAR)"
     return f"concat_ws(': ', {named}, nullif(concat_ws(', ', {values}), ''))" if values else named
@@ -224,41 +237,37 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
             if c.get(key):
                 bad_number(con, irel, c[key], items, f"items.{key}")
         vote = _num(spec, "vote", "FLOAT")
-        derived = not c.get("categories") and spec.derive_categories > 0
-        genres = "coalesce(derived.genres, []::VARCHAR[])" if derived else categories_sql(spec)
-        derived_ctes = derived_categories_sql(spec) if derived else ""
-        derived_join = "LEFT JOIN derived ON derived.rec = kept.rec" if derived else ""
         sql = f"""
-            WITH src AS (SELECT row_number() OVER () AS rec, * FROM {irel}),
-            kept AS (SELECT * FROM src WHERE {ident(c["id"])} IS NOT NULL
-                       AND nullif({_title_sql(spec)}, '') IS NOT NULL
-                     QUALIFY row_number() OVER (PARTITION BY CAST({ident(c["id"])} AS VARCHAR) ORDER BY rec) = 1),
-            {derived_ctes}
-            rated AS (SELECT CAST({rid} AS VARCHAR) AS sid, count(*) AS n, avg(TRY_CAST({rval} AS DOUBLE)) AS m
+            WITH src AS (SELECT row_number() OVER () AS __rec, * FROM {irel}),
+            kept AS (SELECT * FROM src WHERE {ident(c["id"])} IS NOT NULL AND {_title_sql(spec)} IS NOT NULL
+                     QUALIFY row_number() OVER (PARTITION BY CAST({ident(c["id"])} AS VARCHAR) ORDER BY __rec) = 1),
+            rated AS (SELECT CAST({rid} AS VARCHAR) AS __sid, count(*) AS __n, avg(TRY_CAST({rval} AS DOUBLE)) AS __m
                       FROM {rrel} WHERE {_not_special(f"TRY_CAST({rval} AS DOUBLE)", spec)} GROUP BY 1)
-            SELECT (row_number() OVER (ORDER BY kept.rec) - 1)::INTEGER AS item_id,
+            SELECT (row_number() OVER (ORDER BY kept.__rec) - 1)::INTEGER AS item_id,
                    CAST({ident(c["id"])} AS VARCHAR) AS source_id,
                    {_title_sql(spec)} AS title,
                    {_text_sql(spec)} AS overview,
-                   {genres} AS genres,
+                   {categories_sql(spec)} AS genres,
                    {_num(spec, "year", "SMALLINT")} AS year,
-                   coalesce({vote}, rated.m)::FLOAT AS vote_average,
-                   coalesce({_num(spec, "vote_count", "INTEGER")}, rated.n, 0)::INTEGER AS vote_count,
-                   {_num(spec, "popularity", "FLOAT")} AS popularity
+                   coalesce({vote}, rated.__m)::FLOAT AS vote_average,
+                   coalesce({_num(spec, "vote_count", "INTEGER")}, rated.__n, 0)::INTEGER AS vote_count,
+                   {_num(spec, "popularity", "FLOAT")} AS popularity,
+                   {_topic_text_sql(spec)} AS topic_text
             FROM kept {"" if spec.only_rated else "LEFT"} JOIN rated
-              ON rated.sid = CAST(kept.{ident(c["id"])} AS VARCHAR) {derived_join}
-            ORDER BY kept.rec"""
+              ON rated.__sid = CAST(kept.{ident(c["id"])} AS VARCHAR)
+            ORDER BY kept.__rec"""
         try:
             table = con.sql(sql).to_arrow_table()
             total = con.execute(f"SELECT count(*) FROM {irel}").fetchone()[0]
         except duckdb.Error as exc:
             raise CorpusFileError(f"{items}: {first_line(exc)}; fix the file or the [items] columns") from None
+    table, categories = _with_topics(table, spec)
     if spec.unescape_html:  # "Gintama&#039;" -> "Gintama'": once per distinct title, not per row
         titles = table.column("title").to_pylist()
         decoded = {t: html.unescape(t) for t in set(titles)}
         table = table.set_column(2, "title", pa.array([decoded[t] for t in titles], pa.string()))
     if table.num_rows == 0:
-        raise CorpusFileError(f"{items}: no item with an id and a title; check items.id and items.title")
+        raise CorpusFileError(f"{items}: no item with an id and a title (or text); check items.id and items.title")
     write_parquet(table, dataset_dir / "items.parquet", CORPUS_ITEMS)
     from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
 
@@ -270,9 +279,23 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
         tables=["items.parquet"],
         settings={"release": spec.release, "config": str(spec.path)},
         sources=source_entries(spec, sources, "items", "ratings"),
-        extra={"plots": {name: path.name for name, path in plots.items()}},
+        extra={
+            "plots": {name: path.name for name, path in plots.items()},
+            "categories": categories,
+            "titles": _titles_record(spec),
+        },  # fmt: skip
         header={"domain": spec.name, "release": spec.release, "terms": spec.terms(), "about": spec.about},
     )
+
+
+def _titles_record(spec: CorpusSpec) -> dict:
+    """Where the items' titles come from, as the manifest (and the dataset card) says it."""
+    if not spec.derived_titles:
+        return {"source": "column", "column": spec.item_columns["title"]}
+    if spec.items.layout is not None:
+        return {"source": "features", "from": spec.item_columns["text"], "rule": "the item noun, its id, its features"}
+    return {"source": "derived", "from": spec.item_columns["text"],
+            "rule": f"the text's first words, cut at a word boundary within {TITLE_CHARS} characters"}  # fmt: skip
 
 
 def build_ratings(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> StepResult:
@@ -309,7 +332,7 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
         counts = check_ratings(con, spec, path)
         con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {source_sql(spec.ratings, path)}")
         reader = con.sql(
-            f"""SELECT CAST(s.{ident(r["user"])} AS VARCHAR) AS source_user_id, i.item_id, {v}::FLOAT AS rating,
+            f"""SELECT CAST(s.{ident(r["user"])} AS VARCHAR) AS source_user_id, i.item_id, {v} AS rating,
                        {_time_sql(r["time"])} AS timestamp
                 FROM src s JOIN read_parquet('{items}') i ON i.source_id = CAST(s.{ident(r["item"])} AS VARCHAR)
                 WHERE {v} IS NOT NULL AND {_not_special(v, spec)} AND s.{ident(r["user"])} IS NOT NULL"""

@@ -97,6 +97,7 @@ class CorpusSpec:
     users: Any = None  # [users]: the people's own file (corpus.sections.UsersFile), None when absent
     random_ratings: FileSpec | None = None  # [random_ratings]: ratings of randomly shown items, kept apart
     random_rating_columns: dict[str, str] = field(default_factory=dict)
+    audience: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_AUDIENCE))  # ages of the people it is for
 
     def terms(self) -> dict[str, Any]:
         """What later steps and the env read from the manifest instead of the domain's name."""
@@ -109,7 +110,19 @@ class CorpusSpec:
             "source": "column" if self.item_columns.get("vote") else "ratings",
             "count_source": "column" if self.item_columns.get("vote_count") else "ratings",
         }
-        return make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote)
+        return {
+            **make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote),
+            **self.audience_terms(),
+        }
+
+    def audience_terms(self) -> dict[str, Any]:
+        """``audience``: the age range census users are drawn from (the users step narrows its ages to it)."""
+        return {"audience": dict(self.audience)}
+
+    @property
+    def derived_titles(self) -> bool:
+        """No title column: each item's title is the first words of its text (``_title_sql`` in build.py)."""
+        return not self.item_columns["title"]
 
 
 NOUN_DEFAULTS = {
@@ -120,8 +133,11 @@ NOUN_DEFAULTS = {
     "consumed": "tried",
     "person": "person",
 }
-TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env", "build"}  # build: the CLI's settings
+TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env", "audience", "build"}  # build: the CLI's
 TOP |= {"random_ratings", "users"}  # corpus.sections
+# A corpus that declares no audience is taken as adult material: its census users are 18 or older.
+DEFAULT_AUDIENCE = {"age_min": 18, "age_max": 90, "declared": False}
+AGE_LIMIT = 100  # the census tables' oldest age (100 and over)
 FILE_KEYS = {"path", "url", "sha256", "format", "compression", "member"}
 ITEM_KEYS = FILE_KEYS | {
     "id",
@@ -267,9 +283,9 @@ def load_spec(path: str | Path) -> CorpusSpec:
     i = _Reader(path, top.get("items", dict, required=True), "items", ITEM_KEYS)
     items = sections.with_layout(path, i, _file(path, i))
     item_keys = ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count")
-    item_columns = sections.layout_columns(
-        items, _columns(i, item_keys, sections.required_columns(items, ("id", "title")))
-    )
+    item_columns = sections.layout_columns(items, _columns(i, item_keys, sections.required_columns(items, ("id",))))
+    if not item_columns["title"] and not item_columns["text"]:
+        raise _fail(path, "items.title", "missing, and no items.text to make titles from", "add title = COLUMN or text")
     fmt = i.get("categories_format", str, "delimited")
     if fmt not in CATEGORY_FORMATS:
         raise _fail(path, "items.categories_format", f"{fmt!r} is unknown", f"use one of {', '.join(CATEGORY_FORMATS)}")
@@ -307,4 +323,19 @@ def load_spec(path: str | Path) -> CorpusSpec:
         sections.users_file(path, top),
         random_ratings,
         random_rating_columns,
+        _audience(path, top.get("audience", dict, None)),
     )
+
+
+def _audience(path: Path, table: dict | None) -> dict[str, Any]:
+    """``[audience]``: the youngest and oldest age the corpus is for (census users are drawn in that range)."""
+    if table is None:
+        return dict(DEFAULT_AUDIENCE)
+    r = _Reader(path, table, "audience", {"age_min", "age_max"})
+    low = r.get("age_min", int, DEFAULT_AUDIENCE["age_min"])
+    high = r.get("age_max", int, DEFAULT_AUDIENCE["age_max"])
+    if not 0 <= low <= high <= AGE_LIMIT:
+        raise _fail(
+            path, "audience", f"ages {low} to {high} are not a range within 0-{AGE_LIMIT}", "give age_min <= age_max"
+        )
+    return {"age_min": low, "age_max": high, "declared": True}

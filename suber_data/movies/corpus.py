@@ -253,7 +253,7 @@ def build_ratings(dataset_dir: Path, ml: StepResult, scale: RatingScale = HALF_S
     items_fp = manifest.get("steps", {}).get("items", {}).get("fingerprint")
     if items_fp is None or not (dataset_dir / "items.parquet").exists():
         raise InputError(f"{dataset_dir}: no items.parquet yet; build the items step first (it runs before ratings)")
-    fp = fingerprint("ratings", SCHEMA_VERSION, ml.fingerprint, items_fp, scale.as_dict())
+    fp = fingerprint("ratings", SCHEMA_VERSION, str(RATINGS), ml.fingerprint, items_fp, scale.as_dict())
     return run_step(dataset_dir, "ratings", fp, lambda: _ratings(dataset_dir, ml, scale))
 
 

@@ -20,6 +20,7 @@ import yaml
 from suber_data.artifacts.io import atomic_path
 from suber_data.artifacts.manifest import fingerprint, read_manifest
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
+from suber_data.publish.paths import without_local_paths
 from suber_data.publish.terms import SUBER_CITATION, terms_for, tool_citation
 
 CARD = "README.md"
@@ -118,6 +119,27 @@ def _plots_section(dataset_dir: Path, manifest: dict[str, Any]) -> list[str]:
     return ["## Plots", "", "Drawn by the build from the tables above; the PNG files are in this folder.", "", *lines]
 
 
+def _items_section(manifest: dict[str, Any]) -> list[str]:
+    """What a described corpus' items step made up rather than read: titles, categories; and whom it is for."""
+    items = manifest.get("steps", {}).get("items") or {}
+    titles, categories = items.get("titles") or {}, items.get("categories") or {}
+    audience = (manifest.get("terms") or {}).get("audience")
+    lines = []
+    if titles.get("source") == "derived":
+        lines.append(f"- Titles are derived, not the source's: {titles.get('rule')} ({', '.join(titles['from'])}).")
+    if categories.get("topics"):
+        named = ", ".join(sorted(categories["topics"]))
+        lines.append(f"- Categories are derived: {categories['source']}, each topic named by its most distinctive "
+                     f"word ({named}); `manifest.json` lists each topic's words.")  # fmt: skip
+    elif categories.get("source") == "none":
+        lines.append(f"- The items have no categories ({categories.get('why')}).")
+    if audience:
+        told = "as the corpus description declares" if audience.get("declared") else "the default: none declared"
+        lines.append(f"- Audience: ages {audience['age_min']} to {audience['age_max']} ({told}); census users are "
+                     "drawn within it.")  # fmt: skip
+    return ["## About the items", "", *lines, ""] if lines else []
+
+
 def _build_section(manifest: dict[str, Any]) -> list[str]:
     # Settings, not counts: counts hold timings and cache hits, which would make two builds' cards differ.
     lines = ["## How it was built", "", "Each step's settings (`manifest.json` has its counts too):", ""]
@@ -177,7 +199,7 @@ def _citation_section(manifest: dict[str, Any]) -> list[str]:
 def render_card(dataset_dir: str | Path) -> str:
     """The card's text for the dataset in ``dataset_dir`` as it is now."""
     dataset_dir = Path(dataset_dir)
-    manifest = read_manifest(dataset_dir)
+    manifest = without_local_paths(read_manifest(dataset_dir))  # the card is published: no path of this machine
     tables = card_tables(dataset_dir, manifest)
     domain = manifest.get("domain", "?")
     release = manifest.get("release", "?")
@@ -208,6 +230,7 @@ def render_card(dataset_dir: str | Path) -> str:
         *_tables_section(dataset_dir, manifest, tables),
         *_random_section(manifest),
         *_plots_section(dataset_dir, manifest),
+        *_items_section(manifest),
         *_build_section(manifest),
         *_sources_section(manifest),
         *_citation_section(manifest),

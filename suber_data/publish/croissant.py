@@ -20,6 +20,7 @@ from suber_data import __version__
 from suber_data.artifacts.io import atomic_path
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.publish.card import card_tables, random_exposure_text
+from suber_data.publish.paths import without_local_paths
 from suber_data.publish.terms import SUBER_CITATION, terms_for
 
 CROISSANT = "croissant.json"
@@ -206,7 +207,7 @@ def _rai(manifest: dict) -> dict[str, Any]:
 def croissant(dataset_dir: str | Path) -> dict[str, Any]:
     """The Croissant 1.1 document of ``dataset_dir`` (from its manifest and Parquet files)."""
     dataset_dir = Path(dataset_dir)
-    manifest = read_manifest(dataset_dir)
+    manifest = without_local_paths(read_manifest(dataset_dir))  # published: no path of this machine
     about = manifest.get("about") or {}
     domain, release = manifest.get("domain", "?"), manifest.get("release", "?")
     files, sets = [], []

@@ -6,7 +6,7 @@ A rebuild with the same settings and the same input files does no work (fingerpr
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +222,21 @@ def _fingerprint(config: UsersConfig, inputs: Inputs) -> str:
     return fingerprint(STEP, SAMPLER_VERSION, config.settings(), inputs.checksums)
 
 
+def for_audience(config: UsersConfig, dataset_dir: Path) -> UsersConfig:
+    """Census users within the ages the dataset's terms say its items are for (``terms.audience``, a described
+    corpus'), so no child rates adult material; a dataset whose terms name no audience keeps the configured ages."""
+    audience = (read_manifest(dataset_dir).get("terms") or {}).get("audience")
+    if not audience or config.profile != "census":
+        return config
+    low, high = max(config.age_min, int(audience["age_min"])), min(config.age_max, int(audience["age_max"]))
+    if low > high:
+        raise InputError(
+            f"{dataset_dir / 'manifest.json'}: the audience's ages {audience['age_min']}-{audience['age_max']} miss "
+            f"the users' ages {config.age_min}-{config.age_max}; widen [audience] in the corpus description"
+        )
+    return replace(config, age_min=low, age_max=high)
+
+
 def with_real_columns(table: pa.Table) -> pa.Table:
     """A synthetic population's table with the real-user columns present and null."""
     for f in USERS:
@@ -235,6 +250,7 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
     dataset_dir = Path(dataset_dir)
     if config.profile == "real":
         return build_real_users(dataset_dir, config, force=force)
+    config = for_audience(config, dataset_dir)
     inputs = load_inputs(config, dataset_dir)
     vocab = _vocabulary(dataset_dir, config, inputs)
     fp = fingerprint(_fingerprint(config, inputs), vocab)

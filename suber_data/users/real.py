@@ -317,7 +317,7 @@ def _user_ratings(dense, item, rating, time, held) -> pa.Table:
         {
             "user_id": pa.array(dense.astype(np.int32)),
             "item_id": pa.array(item.astype(np.int32)),
-            "rating": pa.array(rating.astype(np.float32)),
+            "rating": pa.array(rating.astype(np.float64)),
             "timestamp": _timestamps(time),
             "part": pa.array(np.where(held, "held_out", "history")),
         }
