@@ -206,7 +206,7 @@ def build_items_and_ratings(
     ratings = StepRecord(
         counts={"ratings": items.counts.get("ratings", 0)},
         tables=["ratings.parquet"],
-        extra={"rating_scale": WHOLE_STARS.as_dict()},  # every books release: Amazon's 1-5 stars
+        extra=WHOLE_STARS.record(),  # every books release: Amazon's 1-5 stars
     )
     run_step(dataset_dir, "ratings", fp, lambda: ratings, force=not items.skipped)
     return items

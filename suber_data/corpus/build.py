@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from suber_data import settings
+from suber_data import duck, settings
 from suber_data.artifacts import fingerprint, read_manifest, sha256_file
 from suber_data.artifacts.io import write_parquet, write_parquet_batches
 from suber_data.artifacts.scale import RatingScale, with_scale_metadata
@@ -243,14 +243,14 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
     r = spec.rating_columns
     scale = rating_scale(spec)
     v = f"TRY_CAST(s.{ident(r['value'])} AS DOUBLE)"
-    items = str(dataset_dir / "items.parquet").replace("'", "''")
+    items = dataset_dir / "items.parquet"
     with duckdb.connect() as con:
         counts = check_ratings(con, spec, path)
         con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {source_sql(spec.ratings, path)}")
         reader = con.sql(
             f"""SELECT CAST(s.{ident(r["user"])} AS VARCHAR) AS source_user_id, i.item_id, {v}::FLOAT AS rating,
                        {_time_sql(r["time"])} AS timestamp
-                FROM src s JOIN read_parquet('{items}') i ON i.source_id = CAST(s.{ident(r["item"])} AS VARCHAR)
+                FROM src s JOIN {duck.parquet(items)} i ON i.source_id = CAST(s.{ident(r["item"])} AS VARCHAR)
                 WHERE {v} IS NOT NULL AND {_not_special(v, spec)} AND s.{ident(r["user"])} IS NOT NULL"""
         ).to_arrow_reader(1 << 20)
         written = write_parquet_batches(
@@ -258,7 +258,7 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
         )
         total = con.execute("SELECT count(*) FROM src").fetchone()[0]
         users = con.execute(
-            f"SELECT count(DISTINCT source_user_id) FROM read_parquet('{dataset_dir / 'ratings.parquet'}')"
+            f"SELECT count(DISTINCT source_user_id) FROM {duck.parquet(dataset_dir / 'ratings.parquet')}"
         ).fetchone()[0]
     unmatched = total - written - counts["special"] - counts["missing"]
     counts = {"ratings": written, "users": users, "special_dropped": counts["special"],
@@ -267,7 +267,7 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
     return StepRecord(
         counts=counts,
         tables=["ratings.parquet"],
-        extra={"rating_scale": scale.as_dict(), "special_values": special_rows},
+        extra={**scale.record(), "special_values": special_rows},
     )
 
 

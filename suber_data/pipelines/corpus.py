@@ -67,7 +67,7 @@ def _assets(spec: CorpusSpec, keys: DomainKeys) -> list:
         folder = keys.dataset_dir(context)
         result = corpus.build_items(folder, spec, corpus.fetch_sources(spec))
         path = folder / "items.parquet"
-        preview = markdown_table(duck.arrow(f"SELECT item_id, title, genres FROM read_parquet('{path}') LIMIT 10"))
+        preview = markdown_table(duck.arrow(f"SELECT item_id, title, genres FROM {duck.parquet(path)} LIMIT 10"))
         return _result(result, context, preview=preview, **table_metadata(path), **plot_metadata(folder, "items"))
 
     @dg.asset(
