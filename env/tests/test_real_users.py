@@ -4,6 +4,8 @@ prompt, and the proof runs on the dataset's own split."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -117,3 +119,24 @@ def test_grounded_case_with_the_openai_rater_over_loopback(real_movies_dir, serv
     assert max(len(c["body"]["prompt"]) for c in calls) > 1  # batched
     assert all("is one of the real people who rated these films" in p for p in prompts)
     assert "openai_shuffled" in (tmp_path / "ev" / "report.md").read_text()
+
+
+def test_like_threshold_is_read_from_the_manifest(real_movies_dir, tmp_path):
+    """The ratings step's recorded threshold, else a real population's, else 4 of 5 stars of the source scale (a
+    dataset built before either was recorded)."""
+    import json
+    import shutil
+
+    folder = Path(shutil.copytree(real_movies_dir, tmp_path / "real"))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert load_dataset(folder).like_threshold == manifest["steps"]["users"]["real"]["like_threshold"] == 4.0
+
+    def with_steps(change) -> float | None:
+        edited = json.loads(json.dumps(manifest))
+        change(edited["steps"])
+        (folder / "manifest.json").write_text(json.dumps(edited))
+        return load_dataset(folder, verify=False).like_threshold
+
+    assert with_steps(lambda s: s["ratings"].update(like_threshold=3.5)) == 3.5  # the ratings step's comes first
+    assert with_steps(lambda s: s["users"]["real"].update(like_threshold=4.5)) == 4.5
+    assert with_steps(lambda s: s["users"]["real"].pop("like_threshold")) == 0.8 * 5.0
