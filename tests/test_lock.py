@@ -91,3 +91,38 @@ def test_the_holding_thread_reenters_and_upgrades_only_when_alone(tmp_path):
         finally:
             os.close(fd)
     assert _free_for_another_build(tmp_path)
+
+
+def test_two_processes_hold_it_shared_and_keep_an_exclusive_build_out(tmp_path):
+    """Two steps of one Dagster run, in two processes, hold the folder shared at once; a CLI build (exclusive)
+    is refused while either holds it."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {str(root)!r})
+            from suber_data.artifacts.lock import hold_dataset
+            with hold_dataset({str(tmp_path)!r}, exclusive=False):
+                print("held", flush=True)
+                sys.stdin.readline()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with hold_dataset(tmp_path, exclusive=False):  # the second shared holder gets in
+            assert not _free_for_another_build(tmp_path)
+        with pytest.raises(FolderBusy, match="another process"), hold_dataset(tmp_path, exclusive=True):
+            pass
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(30) == 0
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert _free_for_another_build(tmp_path)

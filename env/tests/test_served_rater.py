@@ -182,7 +182,7 @@ def test_pool_survives_concurrent_failures_after_every_endpoint_is_down():
         for _ in range(5):
             tries.clear()
             got: dict[int, int] = {}
-            pool.run([job(i) for i in range(64)], lambda i, answer: got.__setitem__(i, answer))
+            pool.run([job(i) for i in range(64)], got.__setitem__)
             assert got == {i: i for i in range(64)} and set(tries.values()) == {4}
     finally:
         sys.setswitchinterval(switch)
