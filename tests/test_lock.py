@@ -1,4 +1,4 @@
-"""The build lock inside one process: each thread is a holder (artifacts/lock.py)."""
+"""The build lock inside one process: each thread is a holder (build_lock.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from suber_data.artifacts.lock import LOCK, FolderBusy, hold_dataset
+from suber_data.build_lock import LOCK, FolderBusy, hold_dataset
 
 fcntl = pytest.importorskip("fcntl")
 
@@ -106,7 +106,7 @@ def test_two_processes_hold_it_shared_and_keep_an_exclusive_build_out(tmp_path):
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys
             sys.path.insert(0, {str(root)!r})
-            from suber_data.artifacts.lock import hold_dataset
+            from suber_data.build_lock import hold_dataset
             with hold_dataset({str(tmp_path)!r}, exclusive=False):
                 print("held", flush=True)
                 sys.stdin.readline()

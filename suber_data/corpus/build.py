@@ -59,7 +59,7 @@ def fetch_sources(spec: CorpusSpec, *, progress: bool | None = None) -> dict[str
             path = local_file(file, fetched, settings.cache_dir() / "work" / "corpus" / sha)
             check_columns(spec, columns_of(con, file, path), role)
             out[role] = {"path": path, "sha256": sha, "url": file.url, "size": fetched.stat().st_size}
-        check_ratings(con, spec, out["ratings"]["path"])
+        check_source_ratings(con, spec, out["ratings"]["path"])
     return out
 
 
@@ -72,7 +72,7 @@ def _not_special(expr: str, spec: CorpusSpec) -> str:
     return f"NOT ({_is_special(expr, spec)})" if spec.scale.special else "TRUE"
 
 
-def check_ratings(con, spec: CorpusSpec, path: Path) -> dict[str, int]:
+def check_source_ratings(con, spec: CorpusSpec, path: Path) -> dict[str, int]:
     """Numbers where numbers are due, and every rating on the scale or a declared special value."""
     rel = source_sql(spec.ratings, path)
     value = spec.rating_columns["value"]
@@ -203,7 +203,7 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
     if table.num_rows == 0:
         raise CorpusFileError(f"{items}: no item with an id and a title; check items.id and items.title")
     write_parquet(table, dataset_dir / "items.parquet", CORPUS_ITEMS)
-    from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
+    from suber_data.item_plots import plot_items  # matplotlib loads only when plotting
 
     counts = {"items": table.num_rows, "dropped": total - table.num_rows,
               "with_categories": sum(1 for g in table.column("genres").to_pylist() if g)}  # fmt: skip
@@ -245,7 +245,7 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
     v = f"TRY_CAST(s.{ident(r['value'])} AS DOUBLE)"
     items = dataset_dir / "items.parquet"
     with duckdb.connect() as con:
-        counts = check_ratings(con, spec, path)
+        counts = check_source_ratings(con, spec, path)
         con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {source_sql(spec.ratings, path)}")
         reader = con.sql(
             f"""SELECT CAST(s.{ident(r["user"])} AS VARCHAR) AS source_user_id, i.item_id, {v}::FLOAT AS rating,

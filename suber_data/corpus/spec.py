@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suber_data.artifacts.terms import terms as make_terms
+from suber_data.artifacts.domain_terms import terms as make_terms
 from suber_data.errors import InputError
 
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")

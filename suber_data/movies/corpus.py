@@ -20,18 +20,18 @@ from suber_data.artifacts import (
     sha256_file,
     write_json,
 )
+from suber_data.artifacts.domain_terms import terms
 from suber_data.artifacts.io import write_parquet, write_parquet_batches
 from suber_data.artifacts.scale import HALF_STARS, RatingScale, release_scale, with_scale_metadata
 from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS, SCHEMA_VERSION, SOURCE_USERS
 from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
-from suber_data.artifacts.terms import terms
 from suber_data.errors import InputError
 from suber_data.movies import movielens
 from suber_data.movies.tmdb import TMDBClient, parse_answer
 from suber_data.resources import asset_path
 from suber_data.sources import Release, extract_zip, fetch, get_release, register
 
-# What the later steps and the env read about movies (suber_data/artifacts/terms.py): survey genre tastes, SUBER's
+# What the later steps and the env read about movies (artifacts/domain_terms.py): survey genre tastes, SUBER's
 # film prompts, a 0-9 rater scale, TMDB's 0-10 votes.
 TERMS = terms(
     {"item": "film", "items": "films", "category": "genre", "categories": "genres", "consumed": "watched",
@@ -225,7 +225,7 @@ def _items(
         )
     write_parquet(table, dataset_dir / "items.parquet", MOVIE_ITEMS)
     counts = {"movies": total, "items": table.num_rows, **{f"dropped_{k}": v for k, v in dropped.items()}}
-    from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
+    from suber_data.item_plots import plot_items  # matplotlib loads only when plotting
 
     plots = plot_items(dataset_dir, "movies", {**counts, "tmdb_enabled": enabled})
     ml_done = cache_step_done(ml.path) or {}

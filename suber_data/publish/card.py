@@ -20,7 +20,7 @@ import yaml
 from suber_data.artifacts.io import atomic_path
 from suber_data.artifacts.manifest import fingerprint, read_manifest
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
-from suber_data.publish.terms import SUBER_CITATION, terms_for, tool_citation
+from suber_data.publish.licences import SUBER_CITATION, terms_for, tool_citation
 
 CARD = "README.md"
 STEP = "card"

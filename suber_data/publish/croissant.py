@@ -20,7 +20,7 @@ from suber_data import __version__
 from suber_data.artifacts.io import atomic_path
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.publish.card import card_tables, user_profile, users_words
-from suber_data.publish.terms import SUBER_CITATION, terms_for
+from suber_data.publish.licences import SUBER_CITATION, terms_for
 
 CROISSANT = "croissant.json"
 CONFORMS_TO = "http://mlcommons.org/croissant/1.1"
