@@ -12,7 +12,10 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from suber_data.artifacts.domain_terms import terms as make_terms
 from suber_data.errors import InputError
@@ -20,6 +23,7 @@ from suber_data.errors import InputError
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
 CATEGORY_FORMATS = ("list", "delimited", "python")
+_T = TypeVar("_T", bound=BaseModel)
 RESERVED = {"movies", "books", "users", "catalog", "storage", "tmdb", "llm", "embedder", "ray"}
 
 
@@ -97,87 +101,146 @@ NOUN_DEFAULTS = {
     "consumed": "tried",
     "person": "person",
 }
-TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env", "build"}  # build: the CLI's settings
-FILE_KEYS = {"path", "url", "sha256", "format", "compression", "member"}
-ITEM_KEYS = FILE_KEYS | {
-    "id",
-    "title",
-    "text",
-    "categories",
-    "categories_format",
-    "delimiter",
-    "year",
-    "popularity",
-    "vote",
-    "vote_count",
-    "unescape_html",
-    "only_rated",
-    "derive_categories",
-}
-RATING_KEYS = FILE_KEYS | {"user", "item", "value", "time"}
 
 
-class _Reader:
-    """Typed access to one table of the TOML, each problem named by its dotted key."""
+class _Table(BaseModel):
+    """One table of the TOML: pydantic refuses an unknown key, a missing one and a value of the wrong type (strict:
+    no "3" for 3, no true for 1); ``_read`` words its first complaint as one line."""
 
-    def __init__(self, path: Path, table: dict, prefix: str, allowed: set[str]):
-        self.path, self.table, self.prefix = path, table, prefix
-        unknown = sorted(set(table) - allowed)
-        if unknown:
-            raise _fail(path, self.key(unknown[0]), "unknown key", f"use one of {', '.join(sorted(allowed))}")
-
-    def key(self, name: str) -> str:
-        return f"{self.prefix}.{name}" if self.prefix else name
-
-    def get(self, name: str, kind: type | tuple, default: Any = None, required: bool = False) -> Any:
-        if name not in self.table:
-            if required:
-                raise _fail(self.path, self.key(name), "missing", f"add {self.key(name)} = ... to the file")
-            return default
-        value = self.table[name]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-            want = " or ".join(k.__name__ for k in kinds)
-            raise _fail(self.path, self.key(name), f"is a {type(value).__name__} ({value!r})", f"give a {want}")
-        return value
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
-def _file(path: Path, r: _Reader) -> FileSpec:
-    local, url = r.get("path", str), r.get("url", str)
+class _Top(_Table):
+    corpus: dict
+    items: dict
+    ratings: dict
+    scale: dict
+    nouns: dict = {}
+    tastes: dict = {}
+    env: dict = {}
+    build: dict = {}  # the CLI's settings (cli/config.py reads them)
+
+
+class _Corpus(_Table):
+    name: str
+    release: str = "default"
+    title: str = ""
+    description: str = ""
+    license: str = ""
+    citation: str = ""
+    homepage: str = ""
+
+
+_Nouns = create_model("_Nouns", __base__=_Table, **{k: (str, v) for k, v in NOUN_DEFAULTS.items()})
+
+
+class _File(_Table):
+    path: str | None = None
+    url: str | None = None
+    sha256: str | None = None
+    format: str | None = None
+    compression: str | None = None
+    member: str = ""
+
+
+class _Items(_File):
+    id: str
+    title: str
+    text: str | list[str] = []
+    categories: str = ""
+    categories_format: str = "delimited"
+    delimiter: str = ","
+    year: str = ""
+    popularity: str = ""
+    vote: str = ""
+    vote_count: str = ""
+    unescape_html: bool = False
+    only_rated: bool = False
+    derive_categories: int = 12
+
+
+class _Ratings(_File):
+    user: str
+    item: str
+    value: str
+    time: str = ""
+
+
+class _Scale(_Table):
+    min: float
+    max: float
+    step: float = 1.0
+    special: dict[str, Any] = {}
+    name: str = ""
+
+
+class _Tastes(_Table):
+    prior: str = "items"
+    min_items: int = 1
+
+
+class _Env(_Table):
+    scale: str | None = None
+
+
+def _kind(annotation) -> str:
+    """A field's type as the fix names it: "str", "int or float", "str or list"."""
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    names = [getattr(get_origin(a) or a, "__name__", str(a)) for a in kinds if a is not type(None)]
+    return " or ".join("int or float" if n == "float" else n for n in names)
+
+
+def _read(path: Path, table: dict, prefix: str, model: type[_T]) -> _T:
+    """``table`` (under the dotted ``prefix``) as ``model``; its first problem as one line naming the key."""
+    try:
+        return model.model_validate(table)
+    except ValidationError as exc:
+        error = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")  # an unknown key first: a typo
+        field = str(error["loc"][0])
+        key = f"{prefix}.{field}" if prefix else field
+        if error["type"] == "extra_forbidden":
+            raise _fail(path, key, "unknown key", f"use one of {', '.join(sorted(model.model_fields))}") from None
+        if error["type"] == "missing":
+            raise _fail(path, key, "missing", f"add {key} = ... to the file") from None
+        value, want = table[field], _kind(model.model_fields[field].annotation)
+        raise _fail(path, key, f"is a {type(value).__name__} ({value!r})", f"give a {want}") from None
+
+
+def _file(path: Path, f: _File, role: str) -> FileSpec:
+    local, url, sha = f.path, f.url, f.sha256
     if bool(local) == bool(url):
-        raise _fail(path, r.key("path"), "give exactly one of path or url", "name a local file or a URL with sha256")
-    sha = r.get("sha256", str)
+        raise _fail(path, f"{role}.path", "give exactly one of path or url", "name a local file or a URL with sha256")
     if url:
         if not url.startswith(("http://", "https://", "file://")):
-            raise _fail(path, r.key("url"), f"{url!r} is not an http(s) or file URL", "give http(s)://... or path")
+            raise _fail(path, f"{role}.url", f"{url!r} is not an http(s) or file URL", "give http(s)://... or path")
         if not sha:
-            raise _fail(path, r.key("sha256"), "missing for a URL", "add the file's sha256 (sha256sum FILE)")
+            raise _fail(path, f"{role}.sha256", "missing for a URL", "add the file's sha256 (sha256sum FILE)")
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
-            raise _fail(path, r.key("sha256"), f"{sha!r} is not 64 hex digits", "copy it from sha256sum")
+            raise _fail(path, f"{role}.sha256", f"{sha!r} is not 64 hex digits", "copy it from sha256sum")
     else:
         file = (path.parent / local).expanduser().resolve()
         if not file.is_file():
-            raise _fail(path, r.key("path"), f"no file {file}", "fix the path (relative to the TOML file)")
+            raise _fail(path, f"{role}.path", f"no file {file}", "fix the path (relative to the TOML file)")
         url = file.as_uri()
     name = url.rsplit("/", 1)[-1]
-    compression = r.get("compression", str, "zip" if name.endswith(".zip") else "gzip" if name.endswith(".gz") else "")
+    compression = f.compression
+    if compression is None:
+        compression = "zip" if name.endswith(".zip") else "gzip" if name.endswith(".gz") else ""
     if compression not in ("", "gzip", "zip"):
-        raise _fail(path, r.key("compression"), f"{compression!r} is unknown", "use gzip or zip (or leave it out)")
-    member = r.get("member", str, "")
-    if compression == "zip" and not member:
-        raise _fail(path, r.key("member"), "missing for a zip", "name the file inside the zip")
-    inner = member or name.removesuffix(".gz")
-    guess = next((f for f in FORMATS if inner.endswith(f".{f}")), "json" if inner.endswith(".json") else "")
-    fmt = r.get("format", str, "jsonl" if guess == "json" else guess)
+        raise _fail(path, f"{role}.compression", f"{compression!r} is unknown", "use gzip or zip (or leave it out)")
+    if compression == "zip" and not f.member:
+        raise _fail(path, f"{role}.member", "missing for a zip", "name the file inside the zip")
+    inner = f.member or name.removesuffix(".gz")
+    guess = next((x for x in FORMATS if inner.endswith(f".{x}")), "json" if inner.endswith(".json") else "")
+    fmt = f.format if f.format is not None else ("jsonl" if guess == "json" else guess)
     if fmt not in FORMATS:
-        raise _fail(path, r.key("format"), f"{fmt or inner!r} is not a known format", f"set one of {FORMATS}")
-    return FileSpec(url, sha, fmt, compression, member, name)
+        raise _fail(path, f"{role}.format", f"{fmt or inner!r} is not a known format", f"set one of {FORMATS}")
+    return FileSpec(url, sha, fmt, compression, f.member, name)
 
 
 def _scale(path: Path, table: dict) -> Scale:
-    r = _Reader(path, table, "scale", {"min", "max", "step", "special", "name"})
-    low, high = float(r.get("min", (int, float), required=True)), float(r.get("max", (int, float), required=True))
-    step = float(r.get("step", (int, float), 1))
+    r = _read(path, table, "scale", _Scale)
+    low, high, step = r.min, r.max, r.step
     if not low < high:
         raise _fail(path, "scale.max", f"{high:g} is not above scale.min {low:g}", "give min < max")
     if step < 0 or (step > 0 and abs((high - low) / step - round((high - low) / step)) > 1e-6):
@@ -185,7 +248,7 @@ def _scale(path: Path, table: dict) -> Scale:
             path, "scale.step", f"{step:g} does not divide {low:g}..{high:g}", "give 0 (continuous) or a divisor"
         )
     special = {}
-    for key, meaning in r.get("special", dict, {}).items():
+    for key, meaning in r.special.items():
         try:
             value = float(key)
         except ValueError:
@@ -195,21 +258,7 @@ def _scale(path: Path, table: dict) -> Scale:
         if low <= value <= high:
             raise _fail(path, f"scale.special.{key}", "lies inside the scale", "a special value must be off the scale")
         special[value] = meaning
-    return Scale(low, high, step, special, r.get("name", str, ""))
-
-
-def _columns(r: _Reader, names: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in names:
-        if name == "text":
-            text = r.get("text", (str, list), [])
-            text = [text] if isinstance(text, str) else text
-            if not all(isinstance(t, str) for t in text):
-                raise _fail(r.path, r.key("text"), "holds a non-string", "list column names")
-            out["text"] = text
-        else:
-            out[name] = r.get(name, str, "", required=name in required)
-    return out
+    return Scale(low, high, step, special, r.name)
 
 
 def load_spec(path: str | Path) -> CorpusSpec:
@@ -221,40 +270,36 @@ def load_spec(path: str | Path) -> CorpusSpec:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML ({exc}); fix the syntax at that line") from None
-    top = _Reader(path, data, "", TOP)
-    about_keys = ("title", "description", "license", "citation", "homepage")
-    c = _Reader(path, top.get("corpus", dict, required=True), "corpus", {"name", "release", *about_keys})
-    name = c.get("name", str, required=True)
+    top = _read(path, data, "", _Top)
+    c = _read(path, top.corpus, "corpus", _Corpus)
+    name = c.name
     if not NAME.match(name) or name in RESERVED:
         fix = "use 2-31 lower-case letters, digits or _, starting with a letter, not a built-in name"
         raise _fail(path, "corpus.name", f"{name!r} is not a usable domain name", fix)
-    release = c.get("release", str, "default")
+    release = c.release
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", release):
         raise _fail(path, "corpus.release", f"{release!r} is not a folder-safe name", "use letters, digits, . _ -")
-    about = {k: c.get(k, str, "") for k in about_keys}
-    nouns = {**NOUN_DEFAULTS, **_Reader(path, top.get("nouns", dict, {}), "nouns", set(NOUN_DEFAULTS)).table}
-    if not all(isinstance(v, str) and v for v in nouns.values()):
+    about = c.model_dump(include={"title", "description", "license", "citation", "homepage"})
+    nouns = _read(path, top.nouns, "nouns", _Nouns).model_dump()
+    if not all(nouns.values()):
         raise _fail(path, "nouns", "every noun must be a non-empty string", 'write e.g. item = "game"')
-    i = _Reader(path, top.get("items", dict, required=True), "items", ITEM_KEYS)
-    items = _file(path, i)
-    item_columns = _columns(
-        i, ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count"), ("id", "title")
-    )
-    fmt = i.get("categories_format", str, "delimited")
+    i = _read(path, top.items, "items", _Items)
+    items = _file(path, i, "items")
+    item_columns = i.model_dump(include={"id", "title", "categories", "year", "popularity", "vote", "vote_count"})
+    item_columns["text"] = [i.text] if isinstance(i.text, str) else i.text
+    fmt = i.categories_format
     if fmt not in CATEGORY_FORMATS:
         raise _fail(path, "items.categories_format", f"{fmt!r} is unknown", f"use one of {', '.join(CATEGORY_FORMATS)}")
-    rr = _Reader(path, top.get("ratings", dict, required=True), "ratings", RATING_KEYS)
-    ratings = _file(path, rr)
-    rating_columns = _columns(rr, ("user", "item", "value", "time"), ("user", "item", "value"))
-    scale = _scale(path, top.get("scale", dict, required=True))
-    t = _Reader(path, top.get("tastes", dict, {}), "tastes", {"prior", "min_items"})
-    tastes = {"prior": t.get("prior", str, "items"), "min_items": t.get("min_items", int, 1)}
+    rr = _read(path, top.ratings, "ratings", _Ratings)
+    ratings = _file(path, rr, "ratings")
+    rating_columns = rr.model_dump(include={"user", "item", "value", "time"})
+    scale = _scale(path, top.scale)
+    tastes = _read(path, top.tastes, "tastes", _Tastes).model_dump()
     if tastes["prior"] != "items" and not (path.parent / tastes["prior"]).is_file():
         raise _fail(path, "tastes.prior", f"no file {tastes['prior']}", 'give "items" or a CSV category,weight path')
     if tastes["prior"] != "items":
         tastes["prior"] = str((path.parent / tastes["prior"]).resolve())
-    e = _Reader(path, top.get("env", dict, {}), "env", {"scale"})
-    rater_scale = e.get("scale", str, "1-10" if scale.max - scale.min > 5 else "1-5")
+    rater_scale = _read(path, top.env, "env", _Env).scale or ("1-10" if scale.max - scale.min > 5 else "1-5")
     if rater_scale not in ("0-9", "1-10", "1-5", "one-ten"):
         raise _fail(path, "env.scale", f"{rater_scale!r} is not a rater scale", "use 1-10, 0-9, one-ten or 1-5")
     return CorpusSpec(
@@ -266,10 +311,10 @@ def load_spec(path: str | Path) -> CorpusSpec:
         items,
         item_columns,
         fmt,
-        i.get("delimiter", str, ","),
-        bool(i.get("unescape_html", bool, False)),
-        bool(i.get("only_rated", bool, False)),
-        i.get("derive_categories", int, 12),
+        i.delimiter,
+        i.unescape_html,
+        i.only_rated,
+        i.derive_categories,
         ratings,
         rating_columns,
         scale,
