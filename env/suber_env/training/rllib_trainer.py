@@ -143,7 +143,9 @@ def module_path(checkpoint: str | Path) -> Path:
     """The RLModule inside an RLlib algorithm checkpoint folder (RLlib's names for the components on the way)."""
     from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 
-    return Path(checkpoint) / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
+    # absolute: RLlib reads a checkpoint through pyarrow.fs.FileSystem.from_uri, which refuses a relative path
+    root = Path(checkpoint).resolve()
+    return root / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
 
 
 class RLlibPolicy:
