@@ -28,7 +28,7 @@ $(DEMO_STAMP): pyproject.toml env/pyproject.toml
 # The whole set (a few minutes more than the demo's: llama-cpp-python compiles); it holds the demo's.
 $(STAMP): pyproject.toml env/pyproject.toml
 	$(start_venv)
-	$(BIN)/python -m pip install -q -e '.[ml,ui,llama,dev,ray]' -e './env[llm,openai,rl,eval,ray]'
+	$(BIN)/python -m pip install -q -e '.[ml,ui,llama,dev,ray]' -e './env[llm,openai,rl,eval,ray,llama]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 # The offline demo: both packaged sample releases end to end, no network (SUBER_DATA_OFFLINE=1).
@@ -68,14 +68,19 @@ interop: venv
 
 # RLlib (`suber-env train --engine rllib`): ray[rllib] 2.60 pins gymnasium==1.2.2 while .venv has 1.4.0, so it
 # gets an overlay venv as the export libraries do: gymnasium 1.2.2 and RLlib's few extra modules in its own
-# site-packages, everything else (ray, torch, suber_env) reused from .venv. docs/training.md says why.
+# site-packages, everything else (ray, torch) reused from .venv. docs/training.md says why. The overlay's .pth
+# puts this checkout's code first, then adds .venv's site-packages with site.addsitedir, which also processes the
+# .pth files there (a plain path line would add the folder and skip them); and it gets its own `suber-env` script.
 RLLIB := .venv-rllib
 rllib: venv
 	test -x $(RLLIB)/bin/python || $(BIN)/python -m venv $(RLLIB)
-	$(BIN)/python -c "import site; print(site.getsitepackages()[0])" > \
-		"$$($(RLLIB)/bin/python -c 'import site; print(site.getsitepackages()[0])')/zz-suber-data.pth"
+	{ echo "$(CURDIR)"; echo "$(CURDIR)/env"; \
+	  echo "import site; site.addsitedir('$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')')"; } \
+		> "$$($(RLLIB)/bin/python -c 'import site; print(site.getsitepackages()[0])')/zz-suber-data.pth"
+	printf '#!%s\nimport sys\nfrom suber_env.cli import main\nsys.exit(main())\n' "$(CURDIR)/$(RLLIB)/bin/python" \
+		> $(RLLIB)/bin/suber-env && chmod +x $(RLLIB)/bin/suber-env
 	$(RLLIB)/bin/python -m pip install -q --no-deps gymnasium==1.2.2 dm-tree tensorboardX ormsgpack
-	HF_HUB_OFFLINE=1 $(RLLIB)/bin/python -m pytest env/tests/test_rllib.py
+	HF_HUB_OFFLINE=1 $(RLLIB)/bin/python -m pytest env/tests/test_rllib.py env/tests/test_rllib_commands.py
 
 bench: venv
 	set -e; for b in bench/bench_*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(BIN)/python $$b; done

@@ -58,7 +58,7 @@ part() {  # part NAME SECONDS ARGS...: one part, its own time limit, its output 
   shift 2
   local t0=$SECONDS
   echo "== part $name (limit ${limit}s)" | tee -a "$LOG"
-  timeout --kill-after=15 "$limit" $PY "bench/gpu_$name.py" --out "$OUT" "${SMOKE[@]}" "$@" 2>&1 | tee -a "$LOG"
+  timeout --kill-after=15 "$limit" $PY bench/gpu_device.py "bench/gpu_$name.py" --out "$OUT" "${SMOKE[@]}" "$@" 2>&1 | tee -a "$LOG"
   local status=${PIPESTATUS[0]}
   echo "== part $name: exit $status in $((SECONDS - t0))s" | tee -a "$LOG"
   [ "$status" -eq 0 ] || FAILED+=("$name")

@@ -24,19 +24,17 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "env"))
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import SMOKE_BANNER, print_ratio
 
-from benchlib import SMOKE_BANNER, print_ratio  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 HIDE_ENV = "SUBER_GPU_DEVICE_PACKAGES"
 
 
 def hide_packages(listing: Path) -> None:
     """Make this process import only the distributions named in ``listing`` (one a line, # comments) and the
-    standard library: every other installed package's modules raise ModuleNotFoundError, as on the device."""
+    standard library: every other installed package's modules raise ModuleNotFoundError, as on the device.
+    Called by ``gpu_device.py`` (the campaign's parts, with SUBER_GPU_DEVICE_PACKAGES set), never on import."""
     import importlib.metadata as md
     import re
 
@@ -97,11 +95,6 @@ def _hidden_dist(real, allowed: set[str], canon):
     return probe
 
 
-if os.environ.get(HIDE_ENV):
-    hide_packages(Path(os.environ[HIDE_ENV]))
-
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the log is read on a 12,000-character tail
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the device has no network; nothing here downloads
 CARRY = ROOT / ".gpu-carry"
 ASSETS_ENV = "SUBER_GPU_ASSETS"
 

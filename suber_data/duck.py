@@ -26,6 +26,12 @@ def arrow(sql: str) -> pa.Table:
         return con.sql(sql).to_arrow_table()
 
 
+def literal(value) -> str:
+    """``value`` (a path, a name, any text) as a SQL string literal: in single quotes, its own quotes doubled. For
+    the places a bound parameter cannot go (table functions' arguments, COMMENT, DDL)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def parquet(path) -> str:
-    """``read_parquet('<path>')`` for a SQL string, the path's quotes doubled as SQL wants."""
-    return f"read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')"
+    """``read_parquet('<path>')`` for a SQL string."""
+    return f"read_parquet({literal(path)})"

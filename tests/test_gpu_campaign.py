@@ -128,10 +128,13 @@ def test_this_gpu_has_a_known_bf16_peak():
 
 
 def test_bf16_peaks_by_card_name():
-    assert gpu_lib.bf16_peak("NVIDIA H100 80GB HBM3") == 989.4e12
-    assert gpu_lib.bf16_peak("NVIDIA H100 PCIe") == 756.0e12
-    assert gpu_lib.bf16_peak("NVIDIA H200") == 989.4e12
-    assert gpu_lib.bf16_peak("NVIDIA A100-SXM4-80GB") is None
+    """Each card of the table is found by the name CUDA gives it (vendor first, memory after, any case), and none
+    is shadowed by a shorter name before it (an H100 PCIe is not taken for an H100 SXM)."""
+    for key, peak in gpu_lib.BF16_PEAKS:
+        for name in (f"NVIDIA {key} 80GB HBM3", f"NVIDIA {key.title()}", key.lower()):
+            assert gpu_lib.bf16_peak(name) == peak, (name, key)
+    assert gpu_lib.bf16_peak("NVIDIA H100 PCIe") != gpu_lib.bf16_peak("NVIDIA H100 80GB HBM3")
+    assert gpu_lib.bf16_peak("NVIDIA A100-SXM4-80GB") is None and gpu_lib.bf16_peak("") is None
 
 
 @pytest.mark.parametrize("tied", [True, False])
@@ -180,16 +183,27 @@ def test_results_md_has_the_campaign_block():
 
 
 def test_hidden_packages_cannot_be_imported_or_found(tmp_path):
+    """A part run by gpu_device.py sees only the listed packages; importing gpu_lib alone changes nothing."""
     listing = tmp_path / "packages.txt"
     listing.write_text("# the image\nnumpy\n# carried\nsuber-env\n")
-    code = (
-        "import importlib.util, importlib.metadata as md, gpu_lib, numpy\n"
+    env = {**os.environ, gpu_lib.HIDE_ENV: str(listing), "PYTHONPATH": str(ROOT / "bench")}
+    env.pop("HF_HUB_OFFLINE", None)
+    plain = (
+        "import sys, importlib.util, os; before = list(sys.path); import gpu_lib, duckdb\n"
+        "assert sys.path == before and importlib.util.find_spec('duckdb') and 'HF_HUB_OFFLINE' not in os.environ\n"
+    )
+    run = subprocess.run([sys.executable, "-c", plain], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    part = tmp_path / "gpu_part.py"
+    part.write_text(
+        "import importlib.util, importlib.metadata as md, os, sys, numpy\n"
         "assert importlib.util.find_spec('duckdb') is None and importlib.util.find_spec('numpy')\n"
+        "assert sys.argv[1:] == ['--smoke'] and os.environ['HF_HUB_OFFLINE'] == '1'\n"
         "try:\n    md.version('duckdb')\nexcept md.PackageNotFoundError:\n    pass\nelse:\n    raise SystemExit(3)\n"
         "import duckdb\n"
     )
-    env = {**os.environ, gpu_lib.HIDE_ENV: str(listing), "PYTHONPATH": str(ROOT / "bench")}
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    device = [sys.executable, str(ROOT / "bench" / "gpu_device.py"), str(part), "--smoke"]
+    run = subprocess.run(device, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 1 and "No module named 'duckdb' (hidden: not on the device)" in run.stderr, run.stderr
 
 

@@ -119,7 +119,7 @@ def test_a_damaged_input_names_the_file_and_the_fix(tmp_path):
 
 
 def test_a_second_build_on_the_folder_fails_at_once_naming_the_first(tmp_path):
-    from suber_data.artifacts.lock import FolderBusy, hold_dataset
+    from suber_data.build_lock import FolderBusy, hold_dataset
 
     holder = subprocess.Popen(
         [
@@ -128,7 +128,7 @@ def test_a_second_build_on_the_folder_fails_at_once_naming_the_first(tmp_path):
             textwrap.dedent(f"""
                 import sys, time
                 sys.path.insert(0, {str(ROOT)!r})
-                from suber_data.artifacts.lock import hold_dataset
+                from suber_data.build_lock import hold_dataset
                 with hold_dataset({str(tmp_path)!r}):
                     print("held", flush=True)
                     time.sleep(60)

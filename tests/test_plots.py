@@ -24,13 +24,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from suber_data.artifacts.item_plots import coverage, genre_counts, vote_source
 from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.backends import describe
 from suber_data.descriptions.checks import Bounds, check_row
 from suber_data.descriptions.openai_backend import OpenAIBackend
 from suber_data.descriptions.plots import failure_reason, outcome_counts
 from suber_data.embeddings.plots import map_labels, principal_components, sample_rows
+from suber_data.item_plots import coverage, genre_counts, vote_source
 from suber_data.pipelines.definitions import BOOK_ASSETS, default_resources
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.pipelines.resources import EmbedderResource, LLMResource, StorageResource, UsersResource

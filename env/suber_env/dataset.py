@@ -90,6 +90,19 @@ class Dataset:
         vote = self.terms["vote"]
         return float(vote["max"]), float(vote.get("fill", (vote["min"] + vote["max"]) / 2))
 
+    @property
+    def like_threshold(self) -> float | None:
+        """The lowest source rating that counts as liking, as the builder recorded it (the ratings step's
+        ``like_threshold``, or a real population's); 4 of 5 stars, 0.8 of the scale's top, for a dataset built
+        before either was recorded. None without a source scale."""
+        steps = self.manifest.get("steps") or {}
+        recorded = (steps.get("ratings") or {}).get("like_threshold")
+        if recorded is None:
+            recorded = ((steps.get("users") or {}).get("real") or {}).get("like_threshold")
+        if recorded is not None:
+            return float(recorded)
+        return None if self.source_scale is None else 0.8 * self.source_scale.max
+
     def history(self, user: int) -> tuple[np.ndarray, np.ndarray]:
         """User row ``user``'s history (items, ratings on the source scale), oldest first; empty for synthetic users."""
         if self.history_offsets is None:

@@ -361,11 +361,18 @@ class SuberVectorEnv(gym.vector.VectorEnv):
         self.core.start(slots, users, np.array(keys, np.uint64))
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+        """Start every slot afresh; with ``options={"reset_mask": mask}`` (Gymnasium's option for resetting some
+        sub-environments) only the slots where ``mask`` is true, the others going on as they were."""
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             self._rngs = [seeding.np_random(s)[0] for s in seeds]
             self._eval_next = np.arange(self.num_envs)
-        self._start(np.arange(self.num_envs))
+        mask = (options or {}).get("reset_mask")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+                raise ValueError(f"reset_mask must be {self.num_envs} booleans, one per slot; got {mask!r}")
+        self._start(np.arange(self.num_envs) if mask is None else np.flatnonzero(mask))
         info = {"user": self.core.users.copy(), "user_id": self.ds.user_ids[self.core.users]}
         return self.core.obs(copy=self.copy), info
 

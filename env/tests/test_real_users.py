@@ -4,6 +4,8 @@ prompt, and the proof runs on the dataset's own split."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -220,3 +222,24 @@ def test_a_persona_blind_rater_equals_its_shuffled_control_on_the_real_split(rea
                          calib_per_user=1)  # fmt: skip
     rows = [r for r in res["paired"] if r["control"] == "oracle_shuffled"]
     assert rows and all(r["difference"] == 0.0 and not r["beats"] for r in rows)
+
+
+def test_like_threshold_is_read_from_the_manifest(real_movies_dir, tmp_path):
+    """The ratings step's recorded threshold, else a real population's, else 4 of 5 stars of the source scale (a
+    dataset built before either was recorded)."""
+    import json
+    import shutil
+
+    folder = Path(shutil.copytree(real_movies_dir, tmp_path / "real"))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert load_dataset(folder).like_threshold == manifest["steps"]["users"]["real"]["like_threshold"] == 4.0
+
+    def with_steps(change) -> float | None:
+        edited = json.loads(json.dumps(manifest))
+        change(edited["steps"])
+        (folder / "manifest.json").write_text(json.dumps(edited))
+        return load_dataset(folder, verify=False).like_threshold
+
+    assert with_steps(lambda s: s["ratings"].update(like_threshold=3.5)) == 3.5  # the ratings step's comes first
+    assert with_steps(lambda s: s["users"]["real"].update(like_threshold=4.5)) == 4.5
+    assert with_steps(lambda s: s["users"]["real"].pop("like_threshold")) == 0.8 * 5.0

@@ -29,3 +29,34 @@ def test_next_step_autoreset_returns_the_last_then_a_fresh_observation(movies):
     for t in range(3):  # the new episodes run their full three steps
         obs, reward, term, trunc, _ = env.step(np.full(4, 10 + t))
         assert (reward >= 1).all() and ((term | trunc).all() if t == 2 else not (term | trunc).any())
+
+
+def test_staggered_episode_ends_restart_only_the_finished_slots(movies):
+    """Episodes that end at different steps (random termination): each finished slot gets its last observation,
+    then one reset step (reward 0, nothing seen, a new user's tastes), while the other slots go on untouched."""
+    env = NextStepTaste(SuberVectorEnv(6, movies, p_terminate=0.3, max_episode_steps=8, item_vector=False))
+    g = movies.genres.shape[1]
+    obs, _ = env.reset(seed=3)
+    user, seen = env.venv.core.users.copy(), np.zeros(6, int)  # each slot's episode user, items seen in it
+    pending = np.zeros(6, bool)
+    staggered = 0
+    for t in range(60):
+        obs, reward, term, trunc, info = env.step(np.full(6, t % movies.n_items))
+        done = term | trunc
+        tastes = np.hstack([movies.liked[user], movies.disliked[user]])
+        going = ~pending
+        seen[going] += 1
+        # the slots still in their episode (ending now or not) show its user and its items
+        np.testing.assert_array_equal(obs[going, : 2 * g], tastes[going])
+        np.testing.assert_array_equal(obs[going, 2 * g :].sum(1), seen[going])
+        assert (reward[going] >= 1).all() and (info["user"][going] == user[going]).all()
+        if pending.any():  # RLlib's reset step of the slots that ended last time: a fresh episode each
+            fresh = env.venv.core.users[pending]
+            assert (reward[pending] == 0).all() and not done[pending].any()
+            assert (obs[pending, 2 * g :] == 0).all()
+            tastes = np.hstack([movies.liked[fresh], movies.disliked[fresh]])
+            np.testing.assert_array_equal(obs[pending, : 2 * g], tastes)
+            user[pending], seen[pending] = fresh, 0
+        staggered += bool(done.any() and not done[going].all())
+        pending = done.copy()
+    assert staggered >= 5  # some slots ended while others went on, many times

@@ -135,7 +135,7 @@ def test_ppo_300_steps_on_two_llama_servers_one_killed_mid_run(movies, tmp_path,
     server's request is answered by the other, the restarted server rejoins the pool, and the survivor gives the
     same distributions for what the other had rated."""
     pytest.importorskip("stable_baselines3")
-    from suber_env.raters.llama_server import requantized
+    from suber_env.raters.llama_quantize import requantized
     from suber_env.training import TrainConfig, train
 
     cache = tmp_path / "gguf"
@@ -197,10 +197,10 @@ def test_launcher_serves_what_the_stock_llama_cpp_computes(server, tmp_path):
     the served log-probabilities equal those of llama-cpp-python's own ``Llama`` (logits of every token) on the same
     file and settings, for a completion and for an echoed prompt."""
     import llama_cpp
-    from suber_env.raters.llama_server import _without_extra_buffer_types
+    from suber_env.raters.llama_patches import without_extra_buffer_types
 
     url, _ = server
-    _without_extra_buffer_types()  # as the launcher does (the AMX repacking crashes on this CPU)
+    without_extra_buffer_types()  # as the launcher does (the AMX repacking crashes on this CPU)
     stock = llama_cpp.Llama(
         str(smollm2_dir() / SMOLLM2_GGUF), n_ctx=512, n_threads=1, n_threads_batch=1, logits_all=True,
         flash_attn=True, seed=0, verbose=False,
@@ -235,3 +235,16 @@ def test_launcher_arguments():
     assert rest == ["--model=m.gguf", "--n_threads=2", "--n_threads_batch", "4", "--flash_attn", "false"]
     own, rest = server_argv(["--prompt_logits", "all", "--model", "m.gguf"])
     assert own.prompt_logits == "all" and "--prompt_logits" not in rest
+
+
+def test_the_private_patch_runs_only_on_the_llama_cpp_versions_it_was_written_for():
+    import re
+
+    from suber_env.raters.llama_patches import SUPPORTED_TEXT, check_version
+
+    llama_cpp = pytest.importorskip("llama_cpp")
+    check_version(llama_cpp.__version__)  # the installed one is in range (the extra declares the same range)
+    check_version("0.3.36")
+    for other in ("0.3.7", "0.4.0", "1.0"):
+        with pytest.raises(RuntimeError, match=re.escape(f"llama-cpp-python{SUPPORTED_TEXT}")):
+            check_version(other)

@@ -149,3 +149,42 @@ def test_named_server_and_path_skip_the_probe(movies, smollm2_tokenizer):
         p = r.distribution(_requests(movies, 2))
     assert [c["path"] for c in calls] == ["/v1/completions"] and calls.gets == []  # no probe: the kind was given
     np.testing.assert_allclose(p, [_expected(q, labels) for q in calls[0]["body"]["prompt"]], atol=1e-12)
+
+
+def test_pool_survives_concurrent_failures_after_every_endpoint_is_down():
+    """Many jobs failing at once on both endpoints (a long cooldown keeps them all down): a try after "all down"
+    always gets an endpoint, however the other threads' failures mark them down meanwhile, and every job ends
+    with its own answer once its failures are over."""
+    import sys
+    import threading
+
+    from suber_env.raters.pool import EndpointPool, Transient
+
+    tries: dict[int, int] = {}
+    guard = threading.Lock()
+
+    def job(i: int):
+        def run(send):
+            with guard:
+                tries[i] = tries.get(i, 0) + 1
+                n = tries[i]
+            if n <= 3:  # the first three tries of every job fail, all at about the same time
+                raise Transient("HTTP 503")
+            return i
+
+        return run
+
+    pool = EndpointPool([_dead_url(), _dead_url()], backoff=1e-4, max_backoff=1e-3, cooldown=60, per_endpoint=16,
+                        max_attempts=8)  # fmt: skip
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave between any two statements
+    try:
+        for _ in range(5):
+            tries.clear()
+            got: dict[int, int] = {}
+            pool.run([job(i) for i in range(64)], got.__setitem__)
+            assert got == {i: i for i in range(64)} and set(tries.values()) == {4}
+    finally:
+        sys.setswitchinterval(switch)
+        pool.close()
+    assert sum(e.failures for e in pool.endpoints) == 5 * 64 * 3

@@ -12,6 +12,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from suber_data import duck
 from suber_data.artifacts.manifest import fingerprint, read_manifest
 from suber_data.artifacts.schemas import SCHEMA_VERSION
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
@@ -53,9 +54,9 @@ def _write_catalog(tmp: Path, dataset_dir: Path, counts: dict[str, int]) -> None
             table = path.stem
             con.execute(f'CREATE TABLE "{table}" AS SELECT {_select_list(path)} FROM read_parquet(?)', [str(path)])
             for field in pq.read_schema(path):  # the files' column descriptions, for duckdb_columns()
-                about = (field.metadata or {}).get(b"description", b"").decode().replace("'", "''")
+                about = (field.metadata or {}).get(b"description", b"").decode()
                 if about:
-                    con.execute(f"""COMMENT ON COLUMN "{table}"."{field.name}" IS '{about}'""")
+                    con.execute(f"""COMMENT ON COLUMN "{table}"."{field.name}" IS {duck.literal(about)}""")
             counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         con.execute("CHECKPOINT")  # the tables into the file itself; raises where the disk is full
 

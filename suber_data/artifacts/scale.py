@@ -31,8 +31,18 @@ class RatingScale:
         n = int(round((self.max - self.min) / self.step)) + 1
         return [round(self.min + i * self.step, 6) for i in range(n)]
 
+    @property
+    def like_threshold(self) -> float:
+        """The lowest rating that counts as liking: 4 of 5 stars (SUBER's 8 of 10), on whole or half stars."""
+        return 0.8 * self.max
+
     def as_dict(self) -> dict:
         return {**asdict(self), "values": self.values}
+
+    def record(self) -> dict:
+        """What a ratings step records in the manifest: the scale, and the like threshold the env reads
+        (``Dataset.like_threshold``) so that nothing downstream defines "liked" again."""
+        return {"rating_scale": self.as_dict(), "like_threshold": self.like_threshold}
 
     @classmethod
     def from_dict(cls, d: dict) -> RatingScale:
@@ -52,14 +62,13 @@ def release_scale(meta: dict, default: RatingScale) -> RatingScale:
 def scale_problems(ratings: Path, scale: RatingScale, column: str = "rating") -> list[str]:
     """Why ``ratings`` does not fit ``scale``: no rows, a single distinct value (nothing to learn a taste from),
     or values off the scale's bins. Empty when it fits."""
-    src = str(ratings).replace("'", "''")
     step = scale.step or 1.0  # continuous: the bin test below always passes (range only)
     binned = f"abs(({column} - {scale.min}) / {step} - round(({column} - {scale.min}) / {step})) > 1e-4 OR "
     n, distinct, low, high, off = duck.one(
         f"SELECT count(*), count(DISTINCT {column}), min({column}), max({column}), "
         f"count(*) FILTER (WHERE {binned if scale.step else ''}"
         f"{column} < {scale.min} - 1e-6 OR {column} > {scale.max} + 1e-6) "
-        f"FROM read_parquet('{src}')"
+        f"FROM {duck.parquet(ratings)}"
     )
     if n == 0:
         return ["no ratings: the table is empty (is the source's ratings file empty or truncated?)"]

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from suber_data import settings
-from suber_data.artifacts.lock import hold_dataset
 from suber_data.artifacts.manifest import read_manifest, record_step, step_is_current, table_problems
+from suber_data.build_lock import hold_dataset
 from suber_data.errors import InputError
 
 

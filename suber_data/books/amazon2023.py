@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 
+from suber_data import duck
 from suber_data.errors import InputError
 from suber_data.sources.registry import Composite, Release, register, register_composite
 
@@ -64,8 +65,7 @@ _LINE = re.compile(r"line (\d+)")
 
 def _read_json(path: Path, fields: dict[str, str]) -> str:
     spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in fields.items()) + "}"
-    where = str(path).replace("'", "''")
-    return f"read_json('{where}', format='newline_delimited', columns={spec}, maximum_object_size=16777216)"
+    return f"read_json({duck.literal(path)}, format='newline_delimited', columns={spec}, maximum_object_size=16777216)"
 
 
 def _load(con: duckdb.DuckDBPyConnection, path: Path, fields: dict[str, str], table: str, key: str) -> int:

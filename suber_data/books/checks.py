@@ -7,8 +7,8 @@ from pathlib import Path
 from suber_data import duck
 from suber_data.artifacts.checks import CheckOutcome
 from suber_data.artifacts.io import schema_problems
-from suber_data.artifacts.scale import rating_scale_problems
 from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS
+from suber_data.artifacts.table_checks import items_ids_unique, ratings_valid
 from suber_data.books.profiles import MIN_RATINGS
 
 ITEM_CHECKS = {
@@ -25,21 +25,15 @@ RATING_CHECKS = {
 
 def check_items(dataset_dir: str | Path) -> list[CheckOutcome]:
     path = Path(dataset_dir) / "items.parquet"
-    n, distinct, lo, hi, books, incomplete, no_year, few, averages = duck.one(
-        "SELECT count(*), count(DISTINCT item_id), min(item_id), max(item_id), count(DISTINCT book_id), "
-        "count(*) FILTER (WHERE coalesce(trim(title), '') = '' OR coalesce(trim(overview), '') = '' "
+    incomplete, no_year, few, averages = duck.one(
+        "SELECT count(*) FILTER (WHERE coalesce(trim(title), '') = '' OR coalesce(trim(overview), '') = '' "
         "OR coalesce(len(genres), 0) = 0), count(*) FILTER (WHERE year IS NULL), "
         f"count(*) FILTER (WHERE coalesce(vote_count, 0) < {MIN_RATINGS}), "
         f"count(*) FILTER (WHERE vote_average NOT BETWEEN 1 AND 5 OR vote_average IS NULL) FROM {duck.parquet(path)}"
     )
     problems = schema_problems(path, BOOK_ITEMS)
     return [
-        CheckOutcome(
-            "items_ids_unique",
-            n == distinct == books and lo == 0 and hi == n - 1,
-            description=ITEM_CHECKS["items_ids_unique"],
-            metadata={"rows": n, "distinct_item_id": distinct, "distinct_book_id": books},
-        ),
+        items_ids_unique(path, "book_id", ITEM_CHECKS["items_ids_unique"]),
         CheckOutcome(
             "items_complete",
             incomplete == 0,
@@ -57,15 +51,5 @@ def check_items(dataset_dir: str | Path) -> list[CheckOutcome]:
 
 
 def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
-    d = Path(dataset_dir)
-    problems = schema_problems(d / "ratings.parquet", BOOK_RATINGS)
-    orphans, out_of_range = duck.one(
-        f"SELECT count(*) FILTER (WHERE i.item_id IS NULL), count(*) FILTER (WHERE r.rating NOT BETWEEN 1 AND 5) "
-        f"FROM {duck.parquet(d / 'ratings.parquet')} r LEFT JOIN {duck.parquet(d / 'items.parquet')} i USING (item_id)"
-    )
-    if orphans:
-        problems.append(f"{orphans} rating(s) point to no item")
-    if out_of_range:
-        problems.append(f"{out_of_range} rating(s) outside 1..5")
-    problems += rating_scale_problems(d / "ratings.parquet")
-    return [CheckOutcome.from_problems("ratings_valid", problems, RATING_CHECKS["ratings_valid"])]
+    """Amazon's 1-5 stars: the scale the ratings file records (WHOLE_STARS) keeps every rating within 1..5."""
+    return [ratings_valid(dataset_dir, BOOK_RATINGS, RATING_CHECKS["ratings_valid"])]

@@ -14,10 +14,10 @@ from pathlib import Path
 from suber_data import settings
 from suber_data.artifacts import fingerprint, sha256_file, step_is_current, write_json
 from suber_data.artifacts.catalog import build_dataset_catalog
+from suber_data.artifacts.domain_terms import terms
 from suber_data.artifacts.scale import WHOLE_STARS
 from suber_data.artifacts.schemas import BOOK_ITEMS, BOOK_RATINGS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
-from suber_data.artifacts.terms import terms
 from suber_data.books.amazon2023 import BOOKS as BOOKS_2023
 from suber_data.books.amazon2023 import META, REVIEWS
 from suber_data.books.kaggle import BOOK_COLUMNS, FIX, RATING_COLUMNS, check_columns
@@ -29,7 +29,7 @@ from suber_data.sources.kaggle import fetch_kaggle
 BOOKS_FILE = "books_data.csv"
 RATINGS_FILE = "Books_rating.csv"
 
-# What the later steps and the env read about books (suber_data/artifacts/terms.py): categories counted from the
+# What the later steps and the env read about books (suber_data/artifacts/domain_terms.py): categories counted from the
 # corpus as SUBER counts them (more than 100 books, else SUBER's packaged 65), SUBER's book prompts, 1-5 stars.
 TERMS = terms(
     {"item": "book", "items": "books", "category": "category", "categories": "categories", "consumed": "read",
@@ -188,7 +188,7 @@ def build_items_and_ratings(
                 f"release '{release_name}': no book is left after the {profile!r} filtering ({counts}); "
                 "check that the release's item and review files come from the same dataset"
             )
-        from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
+        from suber_data.item_plots import plot_items  # matplotlib loads only when plotting
 
         plots = plot_items(dataset_dir, "books", counts)
         return StepRecord(
@@ -206,7 +206,7 @@ def build_items_and_ratings(
     ratings = StepRecord(
         counts={"ratings": items.counts.get("ratings", 0)},
         tables=["ratings.parquet"],
-        extra={"rating_scale": WHOLE_STARS.as_dict()},  # every books release: Amazon's 1-5 stars
+        extra=WHOLE_STARS.record(),  # every books release: Amazon's 1-5 stars
     )
     run_step(dataset_dir, "ratings", fp, lambda: ratings, force=not items.skipped)
     return items

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from suber_data import duck
 from suber_data.errors import InputError
 
 FIX = {  # what to do when a file is not the Kaggle one
@@ -52,13 +53,9 @@ def _read_csv(path: Path, columns: tuple[str, ...], *, parallel: bool = False) -
     # column is read as text and typed in SQL, so a bad value is reported by field, not by the sniffer.
     spec = "{" + ", ".join(f"'{c}': 'VARCHAR'" for c in columns) + "}"
     return (
-        f"read_csv('{_sql_path(path)}', auto_detect=false, header=true, delim=',', quote='\"', escape='\"', "
+        f"read_csv({duck.literal(path)}, auto_detect=false, header=true, delim=',', quote='\"', escape='\"', "
         f"columns={spec}, parallel={str(parallel).lower()})"
     )
-
-
-def _sql_path(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 def check_columns(path: Path, expected: tuple[str, ...], fix: str) -> None:

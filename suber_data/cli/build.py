@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -33,7 +35,7 @@ class Split(StrEnum):
     random = "random"
 
 
-# Options both `build` commands take, declared once.
+# The options of the `build` commands, declared once.
 Config = Annotated[
     Path | None,
     typer.Option(help="A TOML file of these settings (see examples/build.toml); options typed here win over it."),
@@ -83,6 +85,45 @@ EmbeddingModel = Annotated[
 ]
 
 
+# The options every `build` command takes after its own (movies, books, a described corpus): one list, added to
+# each command's signature by `_shared_options`, which hands them to the command in **shared.
+SHARED_OPTIONS: dict[str, tuple[object, object]] = {
+    "data_dir": (DataDir, None),
+    "only": (OnlyStep, None),
+    "users": (Users, None),
+    "seed": (Seed, None),
+    "held_out": (HeldOut, None),
+    "min_history": (MinHistory, None),
+    "split": (SplitBy, None),
+    "llm": (Llm, None),
+    "model": (Model, None),
+    "llm_base_url": (LlmBaseUrl, None),
+    "embedding_model": (EmbeddingModel, None),
+    "ray": (RayAddress, None),
+    "verbose": (Verbose, False),
+    "as_json": (AsJson, False),
+}
+
+
+def _shared_options(command):
+    """``command`` with SHARED_OPTIONS after its own parameters, as typer reads a signature; the command takes
+    them in ``**shared``."""
+    own = inspect.signature(command, eval_str=True)
+    kept = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (annotation, default) in SHARED_OPTIONS.items()
+    ]
+
+    @functools.wraps(command)
+    def run(**values):
+        return command(**values)
+
+    run.__signature__ = own.replace(parameters=[*kept, *extra])
+    run.__annotations__ = {p.name: p.annotation for p in [*kept, *extra]}
+    return run
+
+
 def _cli():
     """The command's consoles and error helpers (suber_data/cli/console.py), looked up when used."""
     from suber_data.cli import console
@@ -91,18 +132,15 @@ def _cli():
 
 
 @build_app.command("movies")
+@_shared_options
 def build_movies(
     ctx: typer.Context,
     config: Config = None,
     release: Annotated[str, typer.Option(help="MovieLens release (see `suber-data sources`); 'sample' is offline.")] = (
         "ml-latest-small"
     ),
-    data_dir: DataDir = None,
     no_tmdb: Annotated[bool, typer.Option("--no-tmdb", help="Skip TMDB: a MovieLens-only item table.")] = False,
     tmdb_rate: Annotated[float | None, typer.Option(help="TMDB requests per second (resource default: 40).")] = None,
-    only: OnlyStep = None,
-    users: Users = None,
-    seed: Seed = None,
     profile: Annotated[
         Profile | None,
         typer.Option(
@@ -111,23 +149,15 @@ def build_movies(
         ),
     ] = None,
     suber_lists: SuberLists = None,
-    held_out: HeldOut = None,
-    min_history: MinHistory = None,
-    split: SplitBy = None,
-    llm: Llm = None,
-    model: Model = None,
-    llm_base_url: LlmBaseUrl = None,
-    embedding_model: EmbeddingModel = None,
-    ray: RayAddress = None,
-    verbose: Verbose = False,
-    as_json: AsJson = False,
+    **shared,
 ) -> None:
     """Build a movie dataset: MovieLens (+ TMDB) items and ratings, optional users, descriptions, embeddings."""
-    values = {k: v for k, v in locals().items() if k not in ("ctx", "config", "verbose", "as_json")}
+    values, verbose, as_json = _values(locals())
     _build(ctx, "movies", config, values, verbose=verbose, as_json=as_json)
 
 
 @build_app.command("books")
+@_shared_options
 def build_books(
     ctx: typer.Context,
     config: Config = None,
@@ -138,10 +168,6 @@ def build_books(
             "amazon2023-books (Amazon Reviews 2023 meta_Books + Books); 'books-sample' is offline."
         ),
     ] = "kaggle-amazon-books",
-    data_dir: DataDir = None,
-    only: OnlyStep = None,
-    users: Users = None,
-    seed: Seed = None,
     profile: Annotated[
         Profile | None,
         typer.Option(
@@ -150,23 +176,15 @@ def build_books(
         ),
     ] = None,
     suber_lists: SuberLists = None,
-    held_out: HeldOut = None,
-    min_history: MinHistory = None,
-    split: SplitBy = None,
-    llm: Llm = None,
-    model: Model = None,
-    llm_base_url: LlmBaseUrl = None,
-    embedding_model: EmbeddingModel = None,
-    ray: RayAddress = None,
-    verbose: Verbose = False,
-    as_json: AsJson = False,
+    **shared,
 ) -> None:
     """Build a book dataset: Amazon Books (Kaggle) items and ratings, optional users, descriptions, embeddings."""
-    values = {k: v for k, v in locals().items() if k not in ("ctx", "config", "verbose", "as_json")}
+    values, verbose, as_json = _values(locals())
     _build(ctx, "books", config, {**values, "no_tmdb": True}, verbose=verbose, as_json=as_json)
 
 
 @build_app.command("corpus")
+@_shared_options
 def build_corpus(
     ctx: typer.Context,
     config: Annotated[
@@ -177,28 +195,15 @@ def build_corpus(
             "scale, nouns, tastes, and an optional \\[build] table of the settings below."
         ),
     ],
-    data_dir: DataDir = None,
-    only: OnlyStep = None,
-    users: Users = None,
-    seed: Seed = None,
     profile: Annotated[
         Profile | None, typer.Option(help="census (the default) or real (real people of the ratings as users).")
     ] = None,
-    held_out: HeldOut = None,
-    min_history: MinHistory = None,
-    split: SplitBy = None,
-    llm: Llm = None,
-    model: Model = None,
-    llm_base_url: LlmBaseUrl = None,
-    embedding_model: EmbeddingModel = None,
-    ray: RayAddress = None,
-    verbose: Verbose = False,
-    as_json: AsJson = False,
+    **shared,
 ) -> None:
     """Build a dataset of any corpus a TOML file describes: its items and ratings, optional users, descriptions,
     embeddings; the same steps and checks as movies and books. The file is checked (keys, types, files, columns,
     scale) before any step runs."""
-    values = {k: v for k, v in locals().items() if k not in ("ctx", "config", "verbose", "as_json")}
+    values, verbose, as_json = _values(locals())
     from suber_data.cli.rebuild import use_corpus
     from suber_data.corpus import fetch_sources, load_spec
 
@@ -212,6 +217,12 @@ def build_corpus(
         _cli().command_failed(exc, verbose, as_json)
     values.update(release=spec.release, no_tmdb=True, suber_lists=None)
     _build(ctx, name, config, values, verbose=verbose, as_json=as_json, table="build", corpus=str(spec.path))
+
+
+def _values(scope: dict) -> tuple[dict, bool, bool]:
+    """A build command's settings (its own options and the shared ones), and its --verbose and --json."""
+    values = {k: v for k, v in scope.items() if k not in ("ctx", "config", "shared")} | scope["shared"]
+    return values, values.pop("verbose"), values.pop("as_json")
 
 
 def _typed(ctx: typer.Context, name: str) -> bool:

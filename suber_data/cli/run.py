@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from suber_data.artifacts.lock import hold_dataset
+from suber_data.build_lock import hold_dataset
 from suber_data.cli.progress import BuildProgress
 from suber_data.descriptions.settings import DescriptionSettings
 from suber_data.errors import SuberDataError
@@ -168,7 +168,7 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
     dataset_dir = resources[definitions.DOMAINS[o.domain].keys.storage].dataset_dir(o.release)
     # With DAGSTER_HOME set the run is recorded in that instance, so the UI started on it (`dg dev`) shows the
     # CLI's builds in its runs and in each asset's history; otherwise Dagster uses a throwaway instance.
-    # The folder is this build's alone until it ends: a second build on it fails at once (artifacts/lock.py).
+    # The folder is this build's alone until it ends: a second build on it fails at once (build_lock.py).
     with (
         hold_dataset(dataset_dir),
         _signals_seen() as seen,

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from suber_data import settings
+from suber_data import duck, settings
 from suber_data.artifacts import fingerprint, read_manifest, sha256_file
 from suber_data.artifacts.io import write_parquet, write_parquet_batches
 from suber_data.artifacts.scale import RatingScale, with_scale_metadata
@@ -85,7 +85,7 @@ def fetch_sources(spec: CorpusSpec, *, progress: bool | None = None) -> dict[str
         for role, view, file in views:
             check_columns(view, columns_of(con, file, out[role]["path"]), "items" if role == "items" else "ratings")
             if role != "items":
-                check_ratings(con, view, out[role]["path"])
+                check_source_ratings(con, view, out[role]["path"])
         if spec.users:
             check_users_columns(spec, columns_of(con, spec.users.file, out["users"]["path"]))
     return out
@@ -111,7 +111,7 @@ def _not_special(expr: str, spec: CorpusSpec) -> str:
     return f"NOT ({_is_special(expr, spec)})" if spec.scale.special else "TRUE"
 
 
-def check_ratings(con, spec: CorpusSpec, path: Path) -> dict[str, int]:
+def check_source_ratings(con, spec: CorpusSpec, path: Path) -> dict[str, int]:
     """Numbers where numbers are due, and every rating on the scale or a declared special value."""
     rel = source_sql(spec.ratings, path)
     value = spec.rating_columns["value"]
@@ -269,7 +269,7 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
     if table.num_rows == 0:
         raise CorpusFileError(f"{items}: no item with an id and a title (or text); check items.id and items.title")
     write_parquet(table, dataset_dir / "items.parquet", CORPUS_ITEMS)
-    from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
+    from suber_data.item_plots import plot_items  # matplotlib loads only when plotting
 
     counts = {"items": table.num_rows, "dropped": total - table.num_rows,
               "with_categories": sum(1 for g in table.column("genres").to_pylist() if g)}  # fmt: skip
@@ -327,14 +327,14 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
     r = spec.rating_columns
     scale = rating_scale(spec)
     v = f"TRY_CAST(s.{ident(r['value'])} AS DOUBLE)"
-    items = str(dataset_dir / "items.parquet").replace("'", "''")
+    items = dataset_dir / "items.parquet"
     with duckdb.connect() as con:
-        counts = check_ratings(con, spec, path)
+        counts = check_source_ratings(con, spec, path)
         con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {source_sql(spec.ratings, path)}")
         reader = con.sql(
             f"""SELECT CAST(s.{ident(r["user"])} AS VARCHAR) AS source_user_id, i.item_id, {v} AS rating,
                        {_time_sql(r["time"])} AS timestamp
-                FROM src s JOIN read_parquet('{items}') i ON i.source_id = CAST(s.{ident(r["item"])} AS VARCHAR)
+                FROM src s JOIN {duck.parquet(items)} i ON i.source_id = CAST(s.{ident(r["item"])} AS VARCHAR)
                 WHERE {v} IS NOT NULL AND {_not_special(v, spec)} AND s.{ident(r["user"])} IS NOT NULL"""
         ).to_arrow_reader(1 << 20)
         written = write_parquet_batches(
@@ -342,7 +342,7 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
         )
         total = con.execute("SELECT count(*) FROM src").fetchone()[0]
         users = con.execute(
-            f"SELECT count(DISTINCT source_user_id) FROM read_parquet('{dataset_dir / 'ratings.parquet'}')"
+            f"SELECT count(DISTINCT source_user_id) FROM {duck.parquet(dataset_dir / 'ratings.parquet')}"
         ).fetchone()[0]
     unmatched = total - written - counts["special"] - counts["missing"]
     counts = {"ratings": written, "users": users, "special_dropped": counts["special"],
@@ -351,7 +351,7 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
     return StepRecord(
         counts=counts,
         tables=["ratings.parquet"],
-        extra={"rating_scale": scale.as_dict(), "special_values": special_rows},
+        extra={**scale.record(), "special_values": special_rows},
     )
 
 

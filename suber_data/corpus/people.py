@@ -15,12 +15,9 @@ from suber_data.artifacts.schemas import CORPUS_SOURCE_USERS
 from suber_data.artifacts.steps import StepRecord
 from suber_data.corpus.read import CorpusFileError, bad_number, first_line, ident, source_sql
 from suber_data.corpus.spec import CorpusSpec, SpecError
+from suber_data.duck import literal, parquet
 
 TABLE = "source_users.parquet"
-
-
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def check_users_columns(spec: CorpusSpec, columns: dict[str, str]) -> None:
@@ -53,7 +50,7 @@ def _sex_sql(spec: CorpusSpec) -> str:
         return "NULL::VARCHAR"
     if not spec.users.sex_values:
         return f"CASE WHEN upper({_text(column)}) IN ('M', 'F') THEN upper({_text(column)}) END"
-    cases = " ".join(f"WHEN {_q(k)} THEN {_q(v)}" for k, v in spec.users.sex_values.items())
+    cases = " ".join(f"WHEN {literal(k)} THEN {literal(v)}" for k, v in spec.users.sex_values.items())
     return f"CASE {_text(column)} {cases} END"
 
 
@@ -61,7 +58,7 @@ def _facts_sql(spec: CorpusSpec) -> str:
     """The other facts as 'column: value', in the declared order, blanks left out."""
     if not spec.users.facts:
         return "[]::VARCHAR[]"
-    parts = ", ".join(f"{_q(c + ': ')} || {_text(c)}" for c in spec.users.facts)
+    parts = ", ".join(f"{literal(c + ': ')} || {_text(c)}" for c in spec.users.facts)
     return f"list_filter([{parts}], lambda x: x IS NOT NULL)"
 
 
@@ -97,7 +94,7 @@ def add_source_users(record: StepRecord, dataset_dir: Path, spec: CorpusSpec, pa
             raise CorpusFileError(f"{path}: {first_line(exc)}; fix the file or the [users] columns") from None
         (rated,) = con.execute(
             f"SELECT count(*) FROM ({sql}) WHERE source_user_id IN "
-            f"(SELECT source_user_id FROM read_parquet({_q(str(dataset_dir / 'ratings.parquet'))}))"
+            f"(SELECT source_user_id FROM {parquet(dataset_dir / 'ratings.parquet')})"
         ).fetchone()
     write_parquet(table, target, CORPUS_SOURCE_USERS)
     counts = {**record.counts, "source_users": table.num_rows, "source_users_with_ratings": int(rated)}

@@ -51,7 +51,7 @@ def _random_ratings(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict
     v = f"TRY_CAST(s.{ident(r['value'])} AS DOUBLE)"
     items, ratings = (str(dataset_dir / n).replace("'", "''") for n in ("items.parquet", "ratings.parquet"))
     with duckdb.connect() as con:
-        checked = build.check_ratings(con, view, path)
+        checked = build.check_source_ratings(con, view, path)
         con.execute(
             f"CREATE TEMP VIEW src AS SELECT row_number() OVER () AS rec, * FROM {source_sql(view.ratings, path)}"
         )

@@ -12,15 +12,12 @@ from pathlib import Path
 import duckdb
 
 from suber_data.corpus.spec import CorpusSpec, FileSpec, SpecError
+from suber_data.duck import literal
 from suber_data.errors import InputError
 
 
 class CorpusFileError(InputError):
     """A source file of a corpus that does not read as its description says."""
-
-
-def _q(text: str) -> str:
-    return "'" + str(text).replace("'", "''") + "'"
 
 
 def ident(name: str) -> str:
@@ -55,10 +52,11 @@ def source_sql(file: FileSpec, path: Path) -> str:
     gz = ", compression='gzip'" if file.compression == "gzip" else ""
     if file.format in ("csv", "tsv"):
         delim = "\\t" if file.format == "tsv" else ","
-        return f"read_csv({_q(path)}, header=true, all_varchar=true, delim=E'{delim}', quote='\"', escape='\"'{gz})"
+        options = f"header=true, all_varchar=true, delim=E'{delim}', quote='\"', escape='\"'{gz}"
+        return f"read_csv({literal(path)}, {options})"
     if file.format == "parquet" or file.layout is not None:  # a layout is read into Parquet (corpus.layouts)
-        return f"read_parquet({_q(path)})"
-    return f"read_json({_q(path)}, format='newline_delimited'{gz})"
+        return f"read_parquet({literal(path)})"
+    return f"read_json({literal(path)}, format='newline_delimited'{gz})"
 
 
 def columns_of(con: duckdb.DuckDBPyConnection, file: FileSpec, path: Path) -> dict[str, str]:
@@ -112,10 +110,10 @@ def categories_sql(spec: CorpusSpec) -> str:
     if spec.categories_format == "list":
         raw = f"CAST({c} AS VARCHAR[])"
     elif spec.categories_format == "delimited":
-        raw = f"string_split(coalesce(CAST({c} AS VARCHAR), ''), {_q(spec.delimiter)})"
+        raw = f"string_split(coalesce(CAST({c} AS VARCHAR), ''), {literal(spec.delimiter)})"
     else:  # Python literal: ['a', "b's"] -> the quoted strings, quotes removed
         quoted = r"""'[^']*'|"[^"]*\""""
-        found = f"regexp_extract_all(coalesce(CAST({c} AS VARCHAR), ''), {_q(quoted)})"
+        found = f"regexp_extract_all(coalesce(CAST({c} AS VARCHAR), ''), {literal(quoted)})"
         raw = f"list_transform({found}, lambda x: x[2:length(x) - 1])"
     cleaned = f"list_filter(list_transform({raw}, lambda x: lower(trim(x))), lambda x: x IS NOT NULL AND x <> '')"
     listed = f"coalesce({cleaned}, []::VARCHAR[])"

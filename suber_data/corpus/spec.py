@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from suber_data.artifacts.terms import terms as make_terms
+from suber_data.artifacts.domain_terms import terms as make_terms
 from suber_data.corpus.layouts import LAYOUTS
 from suber_data.errors import InputError
 

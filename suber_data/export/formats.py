@@ -13,15 +13,12 @@ from pathlib import Path
 
 import duckdb
 
+from suber_data import duck
 from suber_data.artifacts.io import atomic_path
 from suber_data.errors import InputError
 
 _NEEDED = {"ratings.parquet": ["source_user_id", "item_id", "rating", "timestamp"], "items.parquet": ["item_id"]}
 _ITEM_COLUMNS = ["title", "year", "genres"]  # exported when the items table has them (both domains do)
-
-
-def _sql_str(value: str | Path) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _inputs(con: duckdb.DuckDBPyConnection, dataset_dir: Path) -> dict[str, list[str]]:
@@ -34,7 +31,7 @@ def _inputs(con: duckdb.DuckDBPyConnection, dataset_dir: Path) -> dict[str, list
                 f"{path}: missing; export reads a built dataset folder (for example data/movies/ml-latest-small): "
                 "run `suber-data build` first, or pass the folder that holds items.parquet and ratings.parquet"
             )
-        have = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_sql_str(path)})").fetchall()]
+        have = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet({duck.literal(path)})").fetchall()]
         if missing := [c for c in needed if c not in have]:
             raise InputError(
                 f"{path}: missing column(s) {missing}; it was built by an older suber-data (rebuild the dataset)"
@@ -45,12 +42,12 @@ def _inputs(con: duckdb.DuckDBPyConnection, dataset_dir: Path) -> dict[str, list
 
 def _copy(con: duckdb.DuckDBPyConnection, sql: str, target: Path, options: str) -> int:
     with atomic_path(target) as tmp:
-        con.execute(f"COPY ({sql}) TO {_sql_str(tmp)} ({options})")
+        con.execute(f"COPY ({sql}) TO {duck.literal(tmp)} ({options})")
     return con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0]
 
 
 def _lenskit(con, dataset_dir: Path, out: Path, item_cols: list[str]) -> dict[str, int]:
-    ratings, items = _sql_str(dataset_dir / "ratings.parquet"), _sql_str(dataset_dir / "items.parquet")
+    ratings, items = duck.literal(dataset_dir / "ratings.parquet"), duck.literal(dataset_dir / "items.parquet")
     parquet = "FORMAT parquet, COMPRESSION zstd"
     return {
         # LensKit's own MovieLens loaders give naive datetimes; a time-zone-aware column breaks its scorers
@@ -75,7 +72,7 @@ def _recbole(con, dataset_dir: Path, out: Path, item_cols: list[str]) -> dict[st
     like the dataset holding ``<name>.inter`` and ``<name>.item``. ``token_seq`` fields are split on
     spaces, so a genre's own spaces become underscores."""
     name = dataset_dir.name
-    ratings, items = _sql_str(dataset_dir / "ratings.parquet"), _sql_str(dataset_dir / "items.parquet")
+    ratings, items = duck.literal(dataset_dir / "ratings.parquet"), duck.literal(dataset_dir / "items.parquet")
     fields = ['item_id AS "item_id:token"']
     if "title" in item_cols:  # tabs and line breaks would end the field or the row
         fields.append("""regexp_replace(title, '\\s+', ' ', 'g') AS "title:token_seq\"""")

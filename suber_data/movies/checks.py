@@ -7,8 +7,8 @@ from pathlib import Path
 from suber_data import duck
 from suber_data.artifacts.checks import CheckOutcome
 from suber_data.artifacts.io import schema_problems
-from suber_data.artifacts.scale import rating_scale_problems
 from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS
+from suber_data.artifacts.table_checks import items_ids_unique, ratings_valid
 
 ITEM_CHECKS = {
     "items_ids_unique": "item_id is dense 0..n-1 and movielens_id unique",
@@ -24,21 +24,14 @@ RATING_CHECKS = {
 
 def check_items(dataset_dir: str | Path, *, tmdb_enabled: bool) -> list[CheckOutcome]:
     path = Path(dataset_dir) / "items.parquet"
-    items = f"read_parquet('{path}')"
-    n, distinct_items, lo, hi, distinct_ml, nulls, overview, cast, director = duck.one(
-        "SELECT count(*), count(DISTINCT item_id), min(item_id), max(item_id), count(DISTINCT movielens_id), "
-        "count(*) FILTER (WHERE title IS NULL OR title = ''), count(overview), "
-        f"count(*) FILTER (WHERE len(actors) > 0), count(director) FROM {items}"
+    n, nulls, overview, cast, director = duck.one(
+        "SELECT count(*), count(*) FILTER (WHERE title IS NULL OR title = ''), count(overview), "
+        f"count(*) FILTER (WHERE len(actors) > 0), count(director) FROM {duck.parquet(path)}"
     )
     share = overview / n if n else 0.0
     problems = schema_problems(path, MOVIE_ITEMS)
     return [
-        CheckOutcome(
-            "items_ids_unique",
-            n == distinct_items == distinct_ml and lo == 0 and hi == n - 1,
-            description=ITEM_CHECKS["items_ids_unique"],
-            metadata={"rows": n, "distinct_item_id": distinct_items},
-        ),
+        items_ids_unique(path, "movielens_id", ITEM_CHECKS["items_ids_unique"]),
         CheckOutcome(
             "items_titles_present",
             nulls == 0,
@@ -57,13 +50,4 @@ def check_items(dataset_dir: str | Path, *, tmdb_enabled: bool) -> list[CheckOut
 
 
 def check_ratings(dataset_dir: str | Path) -> list[CheckOutcome]:
-    d = Path(dataset_dir)
-    problems = schema_problems(d / "ratings.parquet", RATINGS)
-    (orphans,) = duck.one(
-        f"SELECT count(*) FROM read_parquet('{d / 'ratings.parquet'}') r "
-        f"ANTI JOIN read_parquet('{d / 'items.parquet'}') i USING (item_id)"
-    )
-    if orphans:
-        problems.append(f"{orphans} rating(s) point to no item")
-    problems += rating_scale_problems(d / "ratings.parquet")
-    return [CheckOutcome.from_problems("ratings_valid", problems, RATING_CHECKS["ratings_valid"])]
+    return [ratings_valid(dataset_dir, RATINGS, RATING_CHECKS["ratings_valid"])]

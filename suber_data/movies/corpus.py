@@ -20,18 +20,18 @@ from suber_data.artifacts import (
     sha256_file,
     write_json,
 )
+from suber_data.artifacts.domain_terms import terms
 from suber_data.artifacts.io import write_parquet, write_parquet_batches
 from suber_data.artifacts.scale import HALF_STARS, RatingScale, release_scale, with_scale_metadata
 from suber_data.artifacts.schemas import MOVIE_ITEMS, RATINGS, SCHEMA_VERSION, SOURCE_USERS
 from suber_data.artifacts.steps import StepRecord, StepResult, cache_step_done, cache_work_dir, run_step
-from suber_data.artifacts.terms import terms
 from suber_data.errors import InputError
 from suber_data.movies import movielens
 from suber_data.movies.tmdb import TMDBClient, parse_answer
 from suber_data.resources import asset_path
 from suber_data.sources import Release, extract_zip, fetch, get_release, register
 
-# What the later steps and the env read about movies (suber_data/artifacts/terms.py): survey genre tastes, SUBER's
+# What the later steps and the env read about movies (artifacts/domain_terms.py): survey genre tastes, SUBER's
 # film prompts, a 0-9 rater scale, TMDB's 0-10 votes.
 TERMS = terms(
     {"item": "film", "items": "films", "category": "genre", "categories": "genres", "consumed": "watched",
@@ -99,7 +99,7 @@ def build_tmdb(
         ids = [
             r[0]
             for r in duck.rows(
-                f"SELECT DISTINCT tmdb_id FROM read_parquet('{links_path}') WHERE tmdb_id IS NOT NULL ORDER BY 1"
+                f"SELECT DISTINCT tmdb_id FROM {duck.parquet(links_path)} WHERE tmdb_id IS NOT NULL ORDER BY 1"
             )
         ]
     counts: dict[str, Any] = {"linked": len(ids)}
@@ -145,14 +145,14 @@ def _details_table(rows: list[dict[str, Any]]) -> pa.Table:
 # -- 3. items ---------------------------------------------------------------------------------------------
 _ITEMS_SQL = """
 WITH stats AS (
-    SELECT movielens_id, count(*)::INTEGER AS n, avg(rating)::FLOAT AS mean FROM read_parquet('{ratings}') GROUP BY 1
+    SELECT movielens_id, count(*)::INTEGER AS n, avg(rating)::FLOAT AS mean FROM {ratings} GROUP BY 1
 ), joined AS (
     SELECT m.movielens_id, l.tmdb_id, l.imdb_id AS ml_imdb_id, m.title AS ml_title, m.source_title, m.year AS ml_year,
            m.genres AS ml_genres, t.*  EXCLUDE (tmdb_id),
            coalesce(s.n, 0) AS ml_rating_count, s.mean AS ml_rating_mean
-    FROM read_parquet('{movies}') m
+    FROM {movies} m
     LEFT JOIN {links} l USING (movielens_id)
-    LEFT JOIN read_parquet('{details}') t ON t.tmdb_id = l.tmdb_id
+    LEFT JOIN {details} t ON t.tmdb_id = l.tmdb_id
     LEFT JOIN stats s USING (movielens_id)
 )
 SELECT
@@ -193,29 +193,29 @@ def _items(
 ) -> StepRecord:
     links = ml.path / "ml_links.parquet"
     links_sql = (
-        f"read_parquet('{links}')"
+        duck.parquet(links)
         if links.exists()
         else "(SELECT NULL::INTEGER AS movielens_id, NULL::VARCHAR AS imdb_id, NULL::INTEGER AS tmdb_id)"
     )
     sql = _ITEMS_SQL.format(
-        ratings=ml.path / "ml_ratings.parquet",
-        movies=ml.path / "ml_movies.parquet",
+        ratings=duck.parquet(ml.path / "ml_ratings.parquet"),
+        movies=duck.parquet(ml.path / "ml_movies.parquet"),
         links=links_sql,
-        details=tmdb.path / "tmdb_details.parquet",
+        details=duck.parquet(tmdb.path / "tmdb_details.parquet"),
         keep="status = 'ok' AND overview IS NOT NULL" if enabled else "true",
     )
     with duckdb.connect() as con:
         table = con.sql(sql).to_arrow_table()
-        total = con.execute(f"SELECT count(*) FROM read_parquet('{ml.path / 'ml_movies.parquet'}')").fetchone()[0]
+        total = con.execute(f"SELECT count(*) FROM {duck.parquet(ml.path / 'ml_movies.parquet')}").fetchone()[0]
         dropped: dict[str, int] = {}
         if enabled:
             row = con.execute(
                 f"""SELECT count(*) FILTER (WHERE l.tmdb_id IS NULL),
                            count(*) FILTER (WHERE t.status = 'not_found'),
                            count(*) FILTER (WHERE t.status = 'ok' AND t.overview IS NULL)
-                    FROM read_parquet('{ml.path / "ml_movies.parquet"}') m
+                    FROM {duck.parquet(ml.path / "ml_movies.parquet")} m
                     LEFT JOIN {links_sql} l USING (movielens_id)
-                    LEFT JOIN read_parquet('{tmdb.path / "tmdb_details.parquet"}') t ON t.tmdb_id = l.tmdb_id"""
+                    LEFT JOIN {duck.parquet(tmdb.path / "tmdb_details.parquet")} t ON t.tmdb_id = l.tmdb_id"""
             ).fetchone()
             dropped = {"no_tmdb_id": row[0], "not_on_tmdb": row[1], "no_overview": row[2]}
     if table.num_rows == 0:
@@ -225,7 +225,7 @@ def _items(
         )
     write_parquet(table, dataset_dir / "items.parquet", MOVIE_ITEMS)
     counts = {"movies": total, "items": table.num_rows, **{f"dropped_{k}": v for k, v in dropped.items()}}
-    from suber_data.artifacts.item_plots import plot_items  # matplotlib loads only when plotting
+    from suber_data.item_plots import plot_items  # matplotlib loads only when plotting
 
     plots = plot_items(dataset_dir, "movies", {**counts, "tmdb_enabled": enabled})
     ml_done = cache_step_done(ml.path) or {}
@@ -266,20 +266,20 @@ def _ratings(dataset_dir: Path, ml: StepResult, scale: RatingScale) -> StepRecor
         con.execute("SET preserve_insertion_order = false")
         reader = con.sql(
             f"""SELECT r.user_id AS source_user_id, i.item_id, r.rating, r.timestamp
-                FROM read_parquet('{source}') r
-                JOIN (SELECT item_id, movielens_id FROM read_parquet('{dataset_dir / "items.parquet"}')) i
+                FROM {duck.parquet(source)} r
+                JOIN (SELECT item_id, movielens_id FROM {duck.parquet(dataset_dir / "items.parquet")}) i
                 USING (movielens_id)"""
         ).to_arrow_reader(1 << 20)
         write_parquet_batches(reader, target, with_scale_metadata(RATINGS, scale))
-        row = con.execute(f"SELECT count(*), count(DISTINCT source_user_id) FROM read_parquet('{target}')").fetchone()
-        total = con.execute(f"SELECT count(*) FROM read_parquet('{source}')").fetchone()[0]
+        row = con.execute(f"SELECT count(*), count(DISTINCT source_user_id) FROM {duck.parquet(target)}").fetchone()
+        total = con.execute(f"SELECT count(*) FROM {duck.parquet(source)}").fetchone()[0]
         tables = ["ratings.parquet"]
         if (ml.path / "ml_users.parquet").exists():
             users = ml.path / "ml_users.parquet"
-            people = duck.arrow(f"SELECT user_id AS source_user_id, * EXCLUDE (user_id) FROM read_parquet('{users}')")
+            people = duck.arrow(f"SELECT user_id AS source_user_id, * EXCLUDE (user_id) FROM {duck.parquet(users)}")
             write_parquet(people, dataset_dir / "source_users.parquet", SOURCE_USERS)
             tables.append("source_users.parquet")
         else:  # a rebuild from another release leaves no stale demographics behind
             (dataset_dir / "source_users.parquet").unlink(missing_ok=True)
     counts = {"ratings": row[0], "users": row[1], "dropped_unmatched": total - row[0]}
-    return StepRecord(counts=counts, tables=tables, extra={"rating_scale": scale.as_dict()})
+    return StepRecord(counts=counts, tables=tables, extra=scale.record())

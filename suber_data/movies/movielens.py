@@ -26,6 +26,7 @@ from pathlib import Path
 
 import duckdb
 
+from suber_data import duck
 from suber_data.artifacts.io import atomic_path
 from suber_data.errors import InputError
 
@@ -58,7 +59,7 @@ def _article_sql(expr: str) -> str:
         (_ENGLISH_TOO, "[^(,]*", " "),
         (_ELIDED, "[^(]*?", ""),
     ):
-        group = "|".join(w.replace("'", "''") for w in words)
+        group = "|".join(w.replace("'", "''") for w in words)  # inside a regex literal: quotes doubled, no quotes
         # the main title, before its alternates
         expr = f"regexp_replace({expr}, '^({before}), ({group})({_ALT})$', '\\2{sep}\\1\\3')"
         # each alternate; an "a.k.a. " prefix stays in front
@@ -122,17 +123,13 @@ def _csv_header(path: Path, required: list[str]) -> list[str]:
     return header
 
 
-def _sql_path(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 def _csv_source(path: Path, types: dict[str, str]) -> str:
     # Columns from the file's own header, so DuckDB does not sniff: a bad row is then reported with its
     # line number instead of as a failed dialect guess.
     header = _csv_header(path, list(types))
-    spec = ", ".join("'{}': '{}'".format(c.replace("'", "''"), types.get(c, "VARCHAR")) for c in header)
+    spec = ", ".join(f"{duck.literal(c)}: {duck.literal(types.get(c, 'VARCHAR'))}" for c in header)
     return (
-        f"read_csv({_sql_path(path)}, header=true, auto_detect=false, delim=',', quote='\"', escape='\"', "
+        f"read_csv({duck.literal(path)}, header=true, auto_detect=false, delim=',', quote='\"', escape='\"', "
         f"columns={{{spec}}})"
     )
 
@@ -174,14 +171,14 @@ def _dat_source(path: Path, columns: dict[str, str], scratch: Path) -> str:
         # a tag is whatever a user typed, '::' included: each line is split by a pattern, not the separator
         fields = "regexp_extract(line, '^(\\d+)::(\\d+)::(.*)::(\\d+)$', ['u', 'm', 'tag', 'ts'])"
         lines = (
-            f"read_csv({_sql_path(path)}, header=false, auto_detect=false, delim='\\0', quote='', escape='', "
+            f"read_csv({duck.literal(path)}, header=false, auto_detect=false, delim='\\0', quote='', escape='', "
             "columns={'line': 'VARCHAR'})"
         )
         return (
             "(SELECT TRY_CAST(f.u AS INTEGER) AS userId, TRY_CAST(f.m AS INTEGER) AS movieId, f.tag AS tag, "
             f"TRY_CAST(f.ts AS BIGINT) AS timestamp FROM (SELECT {fields} AS f FROM {lines} WHERE trim(line) <> ''))"
         )
-    return f"read_csv({_sql_path(path)}, header=false, auto_detect=false, delim='::', quote='', columns={{{spec}}})"
+    return f"read_csv({duck.literal(path)}, header=false, auto_detect=false, delim='::', quote='', columns={{{spec}}})"
 
 
 # The four tables of the csv and dat layouts: their columns (in file order) and how they are renamed.
@@ -234,20 +231,21 @@ def _queries(layout: Layout, scratch: Path) -> dict[str, tuple[Path, str]]:
         if not f(name).exists():
             raise InputError(f"{f(name)}: file missing from the release")
     item = (
-        f"read_csv({_sql_path(as_utf8(f('u.item'), scratch))}, header=false, auto_detect=false, delim='|', quote='', "
+        f"read_csv({duck.literal(as_utf8(f('u.item'), scratch))}, header=false, auto_detect=false, delim='|', "
+        "quote='', "
         f"columns={{{spec}}})"
     )
     flags = ", ".join(
         f"CASE WHEN g{i} = '1' THEN '{g.replace(chr(39), chr(39) * 2)}' END" for i, g in enumerate(genres)
     )
     data = (
-        f"read_csv({_sql_path(f('u.data'))}, header=false, auto_detect=false, delim='\\t', quote='', "
+        f"read_csv({duck.literal(f('u.data'))}, header=false, auto_detect=false, delim='\\t', quote='', "
         "columns={'userId': 'INTEGER', 'movieId': 'INTEGER', 'rating': 'FLOAT', 'timestamp': 'BIGINT'})"
     )
     queries = {}
     if f("u.user").exists():  # "id|age|gender|occupation|zip", occupations spelled out
         user = (
-            f"read_csv({_sql_path(as_utf8(f('u.user'), scratch))}, header=false, auto_detect=false, delim='|', "
+            f"read_csv({duck.literal(as_utf8(f('u.user'), scratch))}, header=false, auto_detect=false, delim='|', "
             "quote='', columns={'userId': 'INTEGER', 'age': 'INTEGER', 'gender': 'VARCHAR', "
             "'occupation': 'VARCHAR', 'zip': 'VARCHAR'})"
         )
@@ -324,7 +322,7 @@ def ingest(extracted: str | Path, out_dir: str | Path, *, threads: int | None = 
                 final = _FINAL[table].replace("{q}", raw)
                 with atomic_path(out_dir / f"{table}.parquet") as tmp:
                     try:
-                        con.execute(f"COPY ({final}) TO {_sql_path(tmp)} (FORMAT parquet, COMPRESSION zstd)")
+                        con.execute(f"COPY ({final}) TO {duck.literal(tmp)} (FORMAT parquet, COMPRESSION zstd)")
                     except duckdb.Error as exc:
                         raise parse_error(source, exc) from None
                     counts[table] = _check(con, tmp, table, source)
@@ -359,7 +357,7 @@ def parse_error(source: Path, exc: Exception) -> InputError:
 def _check(con: duckdb.DuckDBPyConnection, path: Path, table: str, source: Path) -> int:
     columns = _REQUIRED_NOT_NULL.get(table, [])
     nulls = ", ".join(f"count(*) FILTER (WHERE {c} IS NULL)" for c in columns) or "0"
-    row = con.execute(f"SELECT count(*), {nulls} FROM read_parquet({_sql_path(path)})").fetchone()
+    row = con.execute(f"SELECT count(*), {nulls} FROM {duck.parquet(path)}").fetchone()
     for column, n in zip(columns, row[1:], strict=False):
         if n:
             raise InputError(

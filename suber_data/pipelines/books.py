@@ -67,10 +67,10 @@ def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     result = _tables(context)
     path = KEYS.dataset_dir(context) / "items.parquet"
     preview = duck.arrow(
-        f"SELECT item_id, title, year, genres, vote_average, vote_count FROM read_parquet('{path}') LIMIT 10"
+        f"SELECT item_id, title, year, genres, vote_average, vote_count FROM {duck.parquet(path)} LIMIT 10"
     )
     categories = duck.arrow(
-        f"SELECT genre AS category, count(*) AS books FROM (SELECT unnest(genres) AS genre FROM read_parquet('{path}'))"
+        f"SELECT genre AS category, count(*) AS books FROM (SELECT unnest(genres) AS genre FROM {duck.parquet(path)})"
         " GROUP BY genre ORDER BY books DESC, genre LIMIT 20"
     )
     return _result(

@@ -27,6 +27,20 @@ from suber_data.pipelines.metadata import (
 from suber_data.pipelines.plots import plot_metadata
 from suber_data.releases import add_described_release
 
+# fetch_sources' answer for the run in progress: the source asset fetches, hashes and checks the files once, and
+# the items and ratings assets of the same run (in this process, as a CLI build runs them) take its answer instead
+# of hashing the files and scanning the ratings again. A step in another process (the UI's multiprocess runs)
+# fetches for itself: the files are in the download cache by then.
+_FETCHED: dict[tuple[str, str], dict] = {}
+
+
+def _sources(context, spec: CorpusSpec) -> dict:
+    key = (context.run_id, str(spec.path))
+    if key not in _FETCHED:
+        _FETCHED.clear()  # the run before's answer: its files may have changed since
+        _FETCHED[key] = corpus.fetch_sources(spec)
+    return _FETCHED[key]
+
 
 def _result(result: StepResult, context, **extra) -> dg.MaterializeResult:
     context.log.info(result.message)
@@ -49,7 +63,7 @@ def _assets(spec: CorpusSpec, keys: DomainKeys) -> list:
         "their columns and ratings checked against the description ({spec.path.name})",
     )
     def source(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        found = corpus.fetch_sources(spec)
+        found = _sources(context, spec)
         meta = {f"{role}_sha256": s["sha256"] for role, s in found.items()}
         return dg.MaterializeResult(metadata={**meta, "config": str(spec.path)})
 
@@ -66,9 +80,9 @@ def _assets(spec: CorpusSpec, keys: DomainKeys) -> list:
     )
     def items(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         folder = keys.dataset_dir(context)
-        result = corpus.build_items(folder, spec, corpus.fetch_sources(spec))
+        result = corpus.build_items(folder, spec, _sources(context, spec))
         path = folder / "items.parquet"
-        preview = markdown_table(duck.arrow(f"SELECT item_id, title, genres FROM read_parquet('{path}') LIMIT 10"))
+        preview = markdown_table(duck.arrow(f"SELECT item_id, title, genres FROM {duck.parquet(path)} LIMIT 10"))
         return _result(result, context, preview=preview, **table_metadata(path), **plot_metadata(folder, "items"))
 
     @dg.asset(
@@ -84,7 +98,7 @@ def _assets(spec: CorpusSpec, keys: DomainKeys) -> list:
     )
     def ratings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         folder = keys.dataset_dir(context)
-        result = corpus.build_ratings(folder, spec, corpus.fetch_sources(spec))
+        result = corpus.build_ratings(folder, spec, _sources(context, spec))
         return _result(result, context, **table_metadata(folder / "ratings.parquet"))
 
     return [source, items, ratings, *_random_ratings(spec, keys, version, items, ratings)]

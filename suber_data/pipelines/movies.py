@@ -82,7 +82,7 @@ def items(context: dg.AssetExecutionContext, storage: StorageResource, tmdb: TMD
     settings = {"tmdb_language": tmdb.language} if tmdb.enabled else {}
     result = corpus.build_items(folder, release, ml, details, tmdb_settings=settings)
     path = folder / "items.parquet"
-    preview = duck.arrow(f"SELECT item_id, title, year, genres, director FROM read_parquet('{path}') LIMIT 10")
+    preview = duck.arrow(f"SELECT item_id, title, year, genres, director FROM {duck.parquet(path)} LIMIT 10")
     preview = markdown_table(preview)
     return _result(result, context, preview=preview, **table_metadata(path), **plot_metadata(folder, "items"))
 

@@ -20,8 +20,8 @@ import yaml
 from suber_data.artifacts.io import atomic_path
 from suber_data.artifacts.manifest import fingerprint, read_manifest
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
+from suber_data.publish.licences import SUBER_CITATION, terms_for, tool_citation
 from suber_data.publish.paths import without_local_paths
-from suber_data.publish.terms import SUBER_CITATION, terms_for, tool_citation
 
 CARD = "README.md"
 STEP = "card"
@@ -162,6 +162,17 @@ def _build_section(manifest: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def user_profile(manifest: dict[str, Any]) -> str | None:
+    """The population's kind: "real", a synthetic profile's name, or None when the dataset has no users."""
+    users = manifest.get("steps", {}).get("users")
+    return ((users.get("settings") or {}).get("profile") or "census") if users else None
+
+
+def users_words(manifest: dict[str, Any]) -> str:
+    """What the dataset's users are, in two words."""
+    return {None: "users", "real": "real users"}.get(user_profile(manifest), "synthetic users")
+
+
 def _sources_section(manifest: dict[str, Any]) -> list[str]:
     lines = ["## Sources", "", "| source | from | size | checksum |", "| --- | --- | --- | --- |"]
     for key, entry in manifest.get("sources", {}).items():
@@ -173,7 +184,7 @@ def _sources_section(manifest: dict[str, Any]) -> list[str]:
     lines += [
         "This dataset mixes sources with different terms; each applies to the columns that come from it, and "
         "whoever uses or redistributes the dataset takes on all of them. suber-data (MIT-licensed software) "
-        "generated the synthetic users, their descriptions and the embeddings from these sources, so the "
+        f"generated the {users_words(manifest)}, their descriptions and the embeddings from these sources, so the "
         "sources' terms carry over to them too.",
         "",
     ]
@@ -209,8 +220,8 @@ def render_card(dataset_dir: str | Path) -> str:
         _header(manifest, tables, domain),
         f"# SUBER {domain} dataset: {release}",
         "",
-        f"Items, real ratings, synthetic users, their LLM-written descriptions and text embeddings for simulating "
-        f"recommender-system users with an LLM, after SUBER (Corecco et al., 2024). Built by "
+        f"Items, real ratings, {users_words(manifest)}, their LLM-written descriptions and text embeddings for "
+        f"simulating recommender-system users with an LLM, after SUBER (Corecco et al., 2024). Built by "
         f"{tool.get('name', 'suber-data')} {tool.get('version', '?')} (artifact schema "
         f"v{manifest.get('schema_version', '?')}) from the `{release}` release; `manifest.json` records every "
         "source, setting, seed, model and checksum.",

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 from suber_data import __version__
 from suber_data.artifacts.io import atomic_path
 from suber_data.artifacts.manifest import read_manifest
-from suber_data.publish.card import card_tables, random_exposure_text
+from suber_data.publish.card import card_tables, random_exposure_text, user_profile, users_words
+from suber_data.publish.licences import SUBER_CITATION, terms_for
 from suber_data.publish.paths import without_local_paths
-from suber_data.publish.terms import SUBER_CITATION, terms_for
 
 CROISSANT = "croissant.json"
 CONFORMS_TO = "http://mlcommons.org/croissant/1.1"
@@ -149,12 +149,12 @@ def _population(manifest: dict) -> str:
     users = manifest.get("steps", {}).get("users")
     if not users:
         return "No user population is part of this dataset (only the real ratings the source publishes)."
-    return _population_kind(users) + _profile_fields(users)
+    return _population_kind(manifest, users) + _profile_fields(users)
 
 
-def _population_kind(users: dict) -> str:
+def _population_kind(manifest: dict, users: dict) -> str:
     settings, tastes = users.get("settings") or {}, users.get("tastes") or {}
-    if settings.get("profile") == "real":
+    if user_profile(manifest) == "real":
         return (
             f"{users['counts'].get('users')} real people of the source's ratings, each described from their own "
             "rating history only; a held-out part of each history (user_ratings.parquet, part held_out) is never "
@@ -170,12 +170,24 @@ def _population_kind(users: dict) -> str:
     )
 
 
+def _population_limits(profile: str) -> str:
+    if profile == "real":
+        return (
+            "Real users are a sample of the source's raters with enough ratings for a history and a held-out part "
+            "(the most active ones are over-represented); their tastes and habits come from their own ratings only."
+        )
+    return (
+        "Synthetic users follow US census and name statistics only; their tastes follow a survey or the corpus' own "
+        "category counts, not any real person."
+    )
+
+
 def _rai(manifest: dict) -> dict[str, Any]:
     models = _models(manifest)
     special = manifest.get("steps", {}).get("ratings", {}).get("special_values") or {}
-    limits = [
-        "Synthetic users follow US census and name statistics only; their tastes follow a survey or the corpus' own "
-        "category counts, not any real person.",
+    profile = user_profile(manifest)
+    limits = [_population_limits(profile)] if profile else []
+    limits += [
         "Descriptions written by a small LLM can repeat stereotypes of age, sex and occupation; rows written by "
         "the 'template' backend say so in their text and in user_descriptions.backend.",
     ]
@@ -187,20 +199,26 @@ def _rai(manifest: dict) -> dict[str, Any]:
     return {
         "rai:dataCollection": "Items and ratings from the sources listed under prov: and in manifest.json "
         "(downloaded, checksum-verified, parsed with DuckDB); users: " + _population(manifest),
-        "rai:dataCollectionType": ["Secondary data (public item catalogues and ratings)", "Synthetic data"],
+        "rai:dataCollectionType": ["Secondary data (public item catalogues and ratings)"]
+        + (["Synthetic data"] if profile not in (None, "real") else []),
         "rai:dataPreprocessingProtocol": "Steps, in order, each recorded with its settings and fingerprint in "
         f"manifest.json: {', '.join(manifest.get('steps', {}))}.",
         "rai:machineAnnotationTools": models or ["none: no model wrote or embedded anything in this dataset"],
         "rai:dataBiases": "The sources' raters are self-selected users of one website each (their tastes, ages and "
-        "countries are not a population's). Synthetic users are drawn from US statistics only. LLM-written "
-        "descriptions inherit the model's biases.",
+        "countries are not a population's). "
+        + ("Synthetic users are drawn from US statistics only. " if profile not in (None, "real") else "")
+        + "LLM-written descriptions inherit the model's biases.",
         "rai:dataLimitations": " ".join(limits),
         "rai:dataUseCases": "Training and evaluating recommender systems against LLM-simulated users (SUBER, "
         "arXiv:2406.01631); not for inferring anything about real individuals.",
         "rai:dataSocialImpact": "Simulated users stand in for people; conclusions drawn from them need checking "
         "against real held-out ratings (the evaluation suite of suber-env reports that agreement).",
-        "rai:personalSensitiveInformation": "Synthetic users' names, ages and sexes are drawn from public "
-        "statistics and belong to no one. Real users appear only under the source's pseudonymous ids.",
+        "rai:personalSensitiveInformation": (
+            "Synthetic users' names, ages and sexes are drawn from public statistics and belong to no one. "
+            if profile not in (None, "real")
+            else ""
+        )
+        + "Real users appear only under the source's pseudonymous ids.",
     }
 
 
@@ -236,7 +254,7 @@ def croissant(dataset_dir: str | Path) -> dict[str, Any]:
         "version": f"{manifest.get('schema_version', 0)}.0.0",
         "creator": {"@type": "sc:Organization", "name": f"suber-data {__version__}"},
         "isBasedOn": derived,
-        "keywords": ["recommender systems", "synthetic users", "LLM simulation", domain],
+        "keywords": ["recommender systems", users_words(manifest), "LLM simulation", domain],
         **_rai(manifest),
         "distribution": files,
         "recordSet": sets,

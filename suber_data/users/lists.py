@@ -147,9 +147,8 @@ def counted_prior(items_parquet: Path, min_items: int, min_categories: int, fall
     rule for books); ``fallback`` when fewer than ``min_categories`` qualify (an error when there is none)."""
     from suber_data import duck
 
-    path = str(Path(items_parquet)).replace("'", "''")
     rows = duck.rows(
-        f"""SELECT genre, count(*) AS n FROM (SELECT unnest(genres) AS genre FROM read_parquet('{path}'))
+        f"""SELECT genre, count(*) AS n FROM (SELECT unnest(genres) AS genre FROM {duck.parquet(items_parquet)})
             GROUP BY genre HAVING count(*) > ? ORDER BY n DESC, genre""",
         [min_items],
     )

@@ -55,10 +55,6 @@ class Ratings:
     time: np.ndarray
     scale: RatingScale
 
-    @property
-    def like_threshold(self) -> float:
-        return 0.8 * self.scale.max  # 4 of 5 stars (SUBER: 8 of 10), whole or half stars
-
 
 def read_ratings(dataset_dir: Path) -> Ratings:
     path = dataset_dir / "ratings.parquet"
@@ -250,7 +246,7 @@ def build_real_population(dataset_dir: Path, settings: RealSettings) -> RealPopu
     vocab, genres = genre_matrix(items)
     score, cnt = tastes(dense[h], r.item[rows][h], r.rating[rows][h], len(chosen), genres, r.scale)
     liked, disliked = pick_tastes(score, cnt, vocab, r.scale)
-    like = r.like_threshold
+    like = r.scale.like_threshold
     mine = habits(dense[h], r.rating[rows][h], len(chosen), like)
     everyone = habits(r.user[keep], r.rating[keep], n_all, like)
     fit = fit_pareto(counts)

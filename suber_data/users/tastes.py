@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from suber_data.artifacts.domain_terms import read_terms
 from suber_data.artifacts.manifest import read_manifest
-from suber_data.artifacts.terms import read_terms
 from suber_data.errors import InputError
 from suber_data.resources import asset_path
 from suber_data.users.lists import Prior, book_category_prior, counted_prior, movie_genre_prior

@@ -45,9 +45,18 @@ def _read(ds: Dataset):
     return uid[keep], item[keep], r[keep], ts[keep]
 
 
-def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, top: float) -> Persona:
-    """Liked / disliked genres: the two with the highest / lowest shrunk mean offset from the user's mean."""
-    kind, kinds = ds.nouns["item"], ds.nouns["items"]
+def habit(mean: float, reference: np.ndarray) -> str:
+    """The rule a real population's ``habit`` column follows (docs/users.md): a user mean more than 0.75 standard
+    deviations of the population's user means (``reference``) below / above their average is a harsh critic /
+    generous rater; balanced otherwise."""
+    z = (mean - reference.mean()) / max(float(reference.std()), 1e-9)
+    return "harsh critic" if z < -0.75 else "generous rater" if z > 0.75 else "balanced rater"
+
+
+def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, top: float, reference: np.ndarray) -> Persona:
+    """Liked / disliked genres: the two with the highest / lowest shrunk mean offset from the user's mean; the
+    habit against ``reference``, every user's mean training rating."""
+    kinds = ds.nouns["items"]
     mean = r.mean()
     g = ds.genres[items].astype(np.float64)
     cnt = g.sum(0)
@@ -57,8 +66,7 @@ def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, top: float) -> Perso
     margin = 0.05 * top
     liked = [ds.genre_vocab[j] for j in order[:2] if score[j] > margin]
     disliked = [ds.genre_vocab[j] for j in order[::-1][:2] if score[j] < -margin]
-    habit = "a generous" if mean >= 0.8 * top else "a demanding" if mean <= 0.6 * top else "a balanced"
-    text = f"{habit.capitalize()} {kind} lover who has rated {len(r)} {kinds}, {mean:.1f} out of {top:g} on average."
+    text = f"A {habit(mean, reference)} of {kinds}: {len(r)} rated, {mean:.1f} out of {top:g} on average."
     if liked:
         text += f" They enjoy {' and '.join(liked)} {kinds} the most."
     if disliked:
@@ -160,14 +168,18 @@ def real_people(
     by_user = np.argsort(uid, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)])
     test = np.zeros(len(r), bool)
-    personas, h_items, h_ratings, q_items, truth = [], [], [], [], []
+    personas, h_items, h_ratings, q_items, truth, trains = [], [], [], [], [], []
     for u in chosen:
         rows = rng.permutation(by_user[starts[u] : starts[u + 1]])
         test[rows[:holdout]] = True
         q_items.append(item[rows[:holdout]])
         truth.append(r[rows[:holdout]])
-        train = rows[holdout:]
-        personas.append(_persona(ds, item[train], r[train], top))
+        trains.append(rows[holdout:])
+    tr = ~test
+    n = np.bincount(uid[tr], minlength=len(counts))
+    means = (np.bincount(uid[tr], r[tr], len(counts)) / np.maximum(n, 1))[n > 0]
+    for train in trains:
+        personas.append(_persona(ds, item[train], r[train], top, means))
         last = train[np.argsort(ts[train], kind="stable")[-history:]]  # the latest, oldest first
         h_items.append(item[last])
         h_ratings.append(r[last])
@@ -184,11 +196,10 @@ def real_people(
     answer = rater_to_source(sample_ratings(probs, scale, rng), scale, source).reshape(J, U).T
     truth = np.array(truth)
     qu, qi = np.repeat(chosen, J), q.ravel()
-    tr = ~test
     baselines, mf_info = _baselines(uid[tr], item[tr], r[tr], qu, qi, (r.min(), top), mf_rank)
     preds = {"rater (answer)": answer, "rater (expected)": expected}
     preds |= {name: p.reshape(U, J) for name, p in baselines.items()}
-    like = 0.8 * top  # 4 of 5 stars, SUBER's 8 of 10
+    like = ds.like_threshold
     table = {name: summarise(per_user(p, truth, like), J) for name, p in preds.items()}
     acc = table["rater (answer)"]["accuracy"]
     return {

@@ -96,13 +96,19 @@ def check_reachable(address: str, timeout: float = 3.0) -> None:
         ) from exc
 
 
-def connect(options: RayOptions):
-    """``ray`` connected to ``options.address`` (an existing connection of this process is used as it is)."""
+def connect(options: RayOptions, min_cpus: int = 0):
+    """``ray`` connected to ``options.address`` (an existing connection of this process is used as it is). A local
+    Ray gets ``min_cpus`` CPUs at least (RLlib's env runners ask for one each: more runners than cores would
+    otherwise wait for CPUs forever)."""
     ray = _ray()
     if ray.is_initialized():
         return ray
     check_reachable(options.address)
-    extra = {"include_dashboard": False} if options.address == "local" else {}
+    extra: dict[str, Any] = {}
+    if options.address == "local":
+        extra["include_dashboard"] = False
+        if min_cpus:
+            extra["num_cpus"] = max(os.cpu_count() or 1, min_cpus)
     on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(

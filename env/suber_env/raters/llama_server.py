@@ -22,14 +22,13 @@ What it changes, and why (figures: docs/training.md, "With a served LLM rater"):
   moved SmolLM2's label probabilities by up to 0.08 (the most likely label on 1 prompt of 8).
 
 On a machine where ``python -m llama_cpp.server`` works, both commands serve the same model (without
-``--requantize``).
+``--requantize``). This module launches; the changes to llama-cpp-python are in ``llama_patches`` (behind a version
+guard: they replace private parts of ``Llama``), the requantising in ``llama_quantize``.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import hashlib
 import os
 import socket
 import subprocess
@@ -37,105 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-CACHE = Path(os.environ.get("SUBER_ENV_CACHE", Path.home() / ".cache" / "suber-env")) / "gguf"
-
-
-def _without_extra_buffer_types() -> None:
-    import llama_cpp
-    import llama_cpp.llama
-
-    default = llama_cpp.llama_model_default_params
-
-    def params():
-        p = default()
-        p.use_extra_bufts = False
-        return p
-
-    llama_cpp.llama_model_default_params = params
-    llama_cpp.llama.llama_cpp.llama_model_default_params = params  # the name Llama() reads
-
-
-def last_prompt_logits() -> None:
-    """Make ``llama_cpp.Llama`` compute, in a model loaded with ``logits_all``, only the logits of the last token
-    of each evaluated chunk (the row a completion's ``logprobs`` and its sampler read), except while it answers an
-    ``echo`` request with ``logprobs``. The other rows of ``Llama.scores`` are then left as they were."""
-    import numpy as np
-    from llama_cpp import Llama
-
-    if getattr(Llama, "_suber_last_logits", False):
-        return
-    eval_all, create, to_logprobs = Llama.eval, Llama._create_completion, Llama.logits_to_logprobs
-
-    class Rows:
-        """The log-softmax of a logits matrix, computed for the rows sliced out of it only (a completion's
-        ``logprobs`` slices the rows after the prompt out of the log-softmax of all rows)."""
-
-        def __init__(self, logits):
-            self.logits = logits
-
-        def __getitem__(self, key):
-            return to_logprobs(self.logits[key])
-
-        def __len__(self):
-            return len(self.logits)
-
-        def __array__(self, dtype=None, copy=None):
-            return np.asarray(to_logprobs(self.logits), dtype)
-
-    def logits_to_logprobs(logits, axis: int = -1):
-        if axis == -1 and isinstance(logits, np.ndarray) and logits.ndim == 2:
-            return Rows(logits)
-        return to_logprobs(logits, axis)
-
-    def eval_last(self, tokens):
-        if not self._logits_all or getattr(self, "_suber_every_row", False) or not tokens:
-            return eval_all(self, tokens)
-        self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
-        for i in range(0, len(tokens), self.n_batch):
-            batch = tokens[i : i + self.n_batch]
-            n_past, n = self.n_tokens, len(batch)
-            self._batch.set_batch(batch=batch, n_past=n_past, logits_all=False)  # outputs: the last token only
-            self._ctx.decode(self._batch)
-            self.input_ids[n_past : n_past + n] = batch
-            row = np.ctypeslib.as_array(self._ctx.get_logits_ith(-1), shape=(self._n_vocab,))
-            self.scores[n_past + n - 1, :] = row
-            self.n_tokens += n
-            self._requires_eval = False
-
-    def create_completion(self, *args, **kwargs):
-        self._suber_every_row = bool(kwargs.get("echo")) and kwargs.get("logprobs") is not None
-        try:
-            return (yield from create(self, *args, **kwargs))
-        finally:
-            self._suber_every_row = False
-
-    Llama.eval, Llama._create_completion = eval_last, create_completion
-    Llama.logits_to_logprobs, Llama._suber_last_logits = staticmethod(logits_to_logprobs), True
-
-
-def requantized(model: Path, kind: str, folder: Path = CACHE) -> Path:
-    """``model`` quantized to ``kind`` (a llama.cpp file type: Q8_0, Q4_0, F16, BF16, ...), written once under
-    ``folder`` (named by the source's name, size and modification time) and reused."""
-    import llama_cpp
-
-    ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{kind.upper()}", None)
-    if ftype is None:
-        raise SystemExit(f"--requantize {kind}: not a llama.cpp file type (Q8_0, Q4_0, Q4_1, Q5_0, F16, BF16, ...)")
-    st = model.stat()
-    key = hashlib.sha256(f"{model.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
-    out = folder / f"{model.stem}.{kind.upper()}.{key}.gguf"
-    if out.exists():
-        return out
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype, params.allow_requantize, params.nthread = ftype, True, 1
-    rc = llama_cpp.llama_model_quantize(str(model).encode(), str(tmp).encode(), ctypes.byref(params))
-    if rc != 0 or not tmp.exists():
-        tmp.unlink(missing_ok=True)
-        raise SystemExit(f"--requantize {kind}: llama.cpp could not quantize {model} (code {rc})")
-    os.replace(tmp, out)
-    return out
+from .llama_patches import last_prompt_logits, without_extra_buffer_types
+from .llama_quantize import CACHE, requantized
 
 
 def _given(argv: list[str], name: str) -> bool:
@@ -212,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError as exc:
         raise SystemExit("needs llama-cpp-python's server: pip install 'llama-cpp-python[server]'") from exc
     own, rest = server_argv(sys.argv[1:] if argv is None else argv)
-    _without_extra_buffer_types()
+    without_extra_buffer_types()
     if own.prompt_logits == "last":
         last_prompt_logits()
     sys.argv = [sys.argv[0], *rest]

@@ -3,9 +3,10 @@
 Each rating request (a chunk of prompts) goes to one endpoint; the chunks of a batch run concurrently, spread
 over the endpoints. A request that fails for a reason another try could fix (a refused or dropped connection,
 a timeout, 408/425/429/5xx) marks its endpoint down for a while and goes to the next one; when every endpoint is
-down the pool waits (the server's Retry-After, else exponential backoff) and tries again, up to ``max_attempts``
-tries per request. A result is kept only from a complete answer, and each request's slot is filled once, so a
-server killed mid-run loses no rating and none is counted twice.
+down the pool waits (the server's Retry-After, else exponential backoff) and tries the one whose cooldown ends
+first, up to ``max_attempts`` tries per request (tenacity runs the tries). A result is kept only from a complete
+answer, and each request's slot is filled once, so a server killed mid-run loses no rating and none is counted
+twice.
 
 A request is a job (``call``): a callable that may send several requests, all to the endpoint chosen for it (a
 follow-up that reads the server's cache of the first, as llama.cpp's token-ids path does); a transient failure of
@@ -118,28 +119,33 @@ class EndpointPool:
             return None
         return resp.json() if resp.status_code == 200 else None
 
-    def _pick(self, avoid: _Endpoint | None) -> _Endpoint | None:
-        """The up endpoint with the fewest requests in flight (not ``avoid`` when another is up); None if all
-        are down."""
+    def _pick(self, avoid: _Endpoint | None) -> _Endpoint:
+        """The up endpoint with the fewest requests in flight (not ``avoid`` when another is up). When every one
+        is down (the caller has waited for that), the one whose cooldown ends first: never nothing, however
+        other threads' failures mark endpoints down meanwhile."""
         now = time.monotonic()
         with self._lock:
             up = [e for e in self.endpoints if e.down_until <= now]
             if avoid is not None and len(up) > 1:
                 up = [e for e in up if e is not avoid]
-            if not up:
-                return None
-            best = min(up, key=lambda e: (e.in_flight, e.served))
+            if up:
+                best = min(up, key=lambda e: (e.in_flight, e.served))
+            else:
+                best = min(self.endpoints, key=lambda e: (e.down_until, e.in_flight))
             best.in_flight += 1
             return best
 
-    def _wait_for_one(self, attempt: int, hint: float | None) -> None:
-        """Every endpoint is down: wait for the server's hint, the backoff or the first endpoint back up."""
-        if hint is not None:
-            wait = hint
-        else:  # the backoff, or less when an endpoint's cooldown ends sooner
-            soonest = min(e.down_until for e in self.endpoints) - time.monotonic()
-            wait = min(self.backoff * 2**attempt, max(soonest, 0.0))
-        time.sleep(max(0.0, min(wait, self.max_backoff)))
+    def _wait(self, state) -> float:
+        """Before another try (tenacity's wait): none while another endpoint is up (fail over at once); with every
+        endpoint down, the server's Retry-After, else the backoff or less when a cooldown ends sooner."""
+        now = time.monotonic()
+        with self._lock:
+            soonest = min(e.down_until for e in self.endpoints) - now
+        if soonest <= 0:
+            return 0.0
+        hint = getattr(state.outcome.exception(), "retry_after", None)
+        wait = hint if hint is not None else min(self.backoff * 2**state.attempt_number, soonest)
+        return max(0.0, min(wait, self.max_backoff))
 
     def _send(self, ep: _Endpoint, path: str, body: dict) -> dict:
         resp = self.client.post(f"{ep.url}/{path}", json=body)
@@ -158,43 +164,50 @@ class EndpointPool:
         JSON: a job that needs a second request (a follow-up that reads the server's cache of the first) sends
         both to the same server. A transient failure of either sends the whole job to another endpoint."""
         import httpx
+        import tenacity
 
-        last: Exception | None = None
-        failed: _Endpoint | None = None
-        hint: float | None = None
-        for attempt in range(self.max_attempts):
-            ep = self._pick(failed)
-            if ep is None:  # all down: wait, then try the one that comes back first
-                self._wait_for_one(attempt, hint)
-                with self._lock:
-                    for e in self.endpoints:
-                        e.down_until = 0.0
-                ep = self._pick(None)
-            if attempt:
-                with self._lock:
-                    self.retries += 1
-                    self.failovers += failed is not None and ep is not failed
-            try:
-                out = job(lambda path, body, ep=ep: self._send(ep, path, body))
-                with self._lock:
-                    ep.served += 1
-                return out
-            except (Transient, httpx.TransportError) as exc:
-                last, failed = exc, ep
-                hint = getattr(exc, "retry_after", None)
-                with self._lock:
-                    ep.failures += 1
-                    down = hint if hint is not None else self.cooldown
-                    ep.down_until = time.monotonic() + down
-            finally:
-                with self._lock:
-                    ep.in_flight -= 1
-        why = str(last) if isinstance(last, Transient) else f"{type(last).__name__}: {last}"
-        where = self.urls[0] if len(self.endpoints) == 1 else f"every endpoint of {self.urls}"
-        raise RuntimeError(
-            f"{where} kept failing after {self.max_attempts} attempts ({why}); check that the server is up, "
-            "or raise max_attempts / timeout for a slow or restarting server"
-        ) from last
+        failed: list[_Endpoint] = []  # the endpoint of each failed try, in order
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception_type((Transient, httpx.TransportError)),
+            reraise=True,
+        )
+        try:
+            return retrying(self._try, job, failed)
+        except (Transient, httpx.TransportError) as last:
+            why = str(last) if isinstance(last, Transient) else f"{type(last).__name__}: {last}"
+            where = self.urls[0] if len(self.endpoints) == 1 else f"every endpoint of {self.urls}"
+            raise RuntimeError(
+                f"{where} kept failing after {self.max_attempts} attempts ({why}); check that the server is up, "
+                "or raise max_attempts / timeout for a slow or restarting server"
+            ) from last
+
+    def _try(self, job: Callable[[Callable[[str, dict], dict]], T], failed: list[_Endpoint]) -> T:
+        """One try of ``job`` on the endpoint ``_pick`` gives; a transient failure marks that endpoint down."""
+        import httpx
+
+        ep = self._pick(failed[-1] if failed else None)
+        if failed:
+            with self._lock:
+                self.retries += 1
+                self.failovers += ep is not failed[-1]
+        try:
+            out = job(lambda path, body: self._send(ep, path, body))
+        except (Transient, httpx.TransportError) as exc:
+            failed.append(ep)
+            hint = getattr(exc, "retry_after", None)
+            with self._lock:
+                ep.failures += 1
+                ep.down_until = time.monotonic() + (hint if hint is not None else self.cooldown)
+            raise
+        finally:
+            with self._lock:
+                ep.in_flight -= 1
+        with self._lock:
+            ep.served += 1
+            ep.down_until = 0.0  # it answered: up again, whatever a cooldown said
+        return out
 
     def run(self, jobs: list, use: Callable[[int, Any], None]) -> None:
         """Run every job concurrently over the endpoints: a (path, body) pair is POSTed, a callable goes to

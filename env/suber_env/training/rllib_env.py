@@ -7,8 +7,9 @@ from a registered creator, so each runner holds one ``SuberVectorEnv`` of ``num_
 (one rater call per step for all of them). It reads results the next-step way: after a slot finishes, the next
 ``step`` must return that slot's first observation of a new episode (its action ignored). ``SuberVectorEnv``
 resets finished slots in the same step; :class:`NextStepTaste` turns that around: at the finishing step it
-returns the finished episode's last observation, and at the next step it starts those slots afresh (discarding
-what the core did with them in that step: one wasted rating per finished episode) and returns their first one.
+returns the finished episode's last observation, and at the next step it starts those slots afresh (Gymnasium's
+``reset(options={"reset_mask": ...})``, discarding what the core did with them in that step: one wasted rating per
+finished episode) and returns their first one.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class NextStepTaste(gym.vector.VectorEnv):
             obs[done] = taste_features(self.ds, ended_users[done], self.seen[done])
         if self.pending.any():  # RLlib's reset step for the slots that ended last time: a fresh episode each
             slots = np.flatnonzero(self.pending)
-            self.venv._start(slots)
+            self.venv.reset(options={"reset_mask": self.pending.copy()})
             self.seen[slots] = False
             obs[slots] = taste_features(self.ds, self.venv.core.users[slots], self.seen[slots])
             reward[slots], term[slots], trunc[slots] = 0.0, False, False

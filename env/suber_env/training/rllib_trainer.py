@@ -25,19 +25,11 @@ ENV_NAME = "suber_env_taste"
 
 
 def _connect(address: str | None, env_runners: int = 1) -> None:
-    """Connect to ``address``, or start a local Ray with a CPU per env runner at least (each asks for one; more
-    runners than cores would otherwise wait for CPUs forever)."""
-    import os
+    """Connect to ``address``, or start a local Ray with a CPU per env runner at least: the evaluation's Ray
+    connection (``ray_rating.connect``: the package shipped, the offline switches forwarded)."""
+    from ..evaluation.ray_rating import RayOptions, connect
 
-    import ray
-
-    import suber_env
-
-    if ray.is_initialized():
-        return
-    package = str(Path(suber_env.__file__).resolve().parent)
-    local = {} if address else {"num_cpus": max(os.cpu_count() or 1, env_runners)}
-    ray.init(address=address, runtime_env={"py_modules": [package]}, log_to_driver=False, **local)
+    connect(RayOptions(address=address or "local"), min_cpus=env_runners)
 
 
 ALGOS = ("ppo", "appo")
@@ -148,8 +140,12 @@ def train_rllib(dataset, cfg, out, resume=None, progress=None, address: str | No
 
 
 def module_path(checkpoint: str | Path) -> Path:
-    """The RLModule inside an RLlib algorithm checkpoint folder."""
-    return Path(checkpoint) / "learner_group" / "learner" / "rl_module" / "default_policy"
+    """The RLModule inside an RLlib algorithm checkpoint folder (RLlib's names for the components on the way)."""
+    from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+
+    # absolute: RLlib reads a checkpoint through pyarrow.fs.FileSystem.from_uri, which refuses a relative path
+    root = Path(checkpoint).resolve()
+    return root / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
 
 
 class RLlibPolicy:
