@@ -54,11 +54,17 @@ class GroundedSplit:
             return self.rand_user, self.rand_item, self.rand_rating
         raise ValueError(f"no truth for protocol {protocol!r} in this split")
 
-    def evaluation_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every (user, item) pair whose rating is read for scoring only: held-out and random exposure."""
+    def evaluation_pairs(self, outside_history: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Every (user, item) pair whose rating is read for scoring only: held-out and random exposure. With
+        ``outside_history``, random pairs that are history pairs too (rated both ways; protocol R leaves them
+        out) are not counted: seeing their history rating is no leak."""
         if not self.has_random_exposure:
             return self.test_user, self.test_item
-        return np.concatenate([self.test_user, self.rand_user]), np.concatenate([self.test_item, self.rand_item])
+        ru, ri = self.rand_user, self.rand_item
+        if outside_history:
+            keep = ~np.isin(pair_keys(ru, ri, self.n_items), pair_keys(self.hist_user, self.hist_item, self.n_items))
+            ru, ri = ru[keep], ri[keep]
+        return np.concatenate([self.test_user, ru]), np.concatenate([self.test_item, ri])
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ class ProofContext:
         self.cut = calibration_cut(self.history, calib_per_user, seed=seed)
         self.fit_history = self.history.without(self.cut)  # what the simulators may see
         self.panel = panel if panel is not None else default_panel(self.history, seed)
-        self.panel.check(self.history, split.evaluation_pairs())
+        self.panel.check(self.history, split.evaluation_pairs(outside_history=True))
         t = time.perf_counter()
         picks = collect_picks(self.history, self.panel, split, k, seed)
         self.panel_seconds = time.perf_counter() - t
