@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from suber_env import Dataset
-from suber_env.scales import rater_to_source, source_to_rater
+from suber_env.scales import SourceScale, rater_to_source, source_to_rater
 
 from .baselines import matrix_factorisation, mean_baselines
 from .cases import RaterFactory
@@ -45,20 +45,24 @@ def _read(ds: Dataset):
     return uid[keep], item[keep], r[keep], ts[keep]
 
 
-def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, top: float) -> Persona:
+def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, source: SourceScale) -> Persona:
     """Liked / disliked genres: the two with the highest / lowest shrunk mean offset from the user's mean."""
     kind, kinds = ds.nouns["item"], ds.nouns["items"]
     mean = r.mean()
+    span = source.max - source.min
     g = ds.genres[items].astype(np.float64)
     cnt = g.sum(0)
     score = (g * (r - mean)[:, None]).sum(0) / (cnt + 2.0)  # a genre seen twice weighs less than one seen often
     score[cnt < 2] = 0.0
     order = np.argsort(-score, kind="stable")
-    margin = 0.05 * top
+    margin = 0.05 * span
     liked = [ds.genre_vocab[j] for j in order[:2] if score[j] > margin]
     disliked = [ds.genre_vocab[j] for j in order[::-1][:2] if score[j] < -margin]
-    habit = "a generous" if mean >= 0.8 * top else "a demanding" if mean <= 0.6 * top else "a balanced"
-    text = f"{habit.capitalize()} {kind} lover who has rated {len(r)} {kinds}, {mean:.1f} out of {top:g} on average."
+    habit = "a generous" if mean >= source.like_threshold else "a demanding" if mean <= source.at(0.5) else "a balanced"
+    text = (
+        f"{habit.capitalize()} {kind} lover who has rated {len(r)} {kinds}, {mean:.1f} on average on a scale of "
+        f"{source.text}."
+    )
     if liked:
         text += f" They enjoy {' and '.join(liked)} {kinds} the most."
     if disliked:
@@ -156,7 +160,6 @@ def real_people(
     source = ds.source_scale
     if source is None:
         return {"skipped": f"not applicable: {ds.path / 'ratings.parquet'} records no rating scale; rebuild it"}
-    top = source.max
     by_user = np.argsort(uid, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)])
     test = np.zeros(len(r), bool)
@@ -167,7 +170,7 @@ def real_people(
         q_items.append(item[rows[:holdout]])
         truth.append(r[rows[:holdout]])
         train = rows[holdout:]
-        personas.append(_persona(ds, item[train], r[train], top))
+        personas.append(_persona(ds, item[train], r[train], source))
         last = train[np.argsort(ts[train], kind="stable")[-history:]]  # the latest, oldest first
         h_items.append(item[last])
         h_ratings.append(r[last])
@@ -185,10 +188,10 @@ def real_people(
     truth = np.array(truth)
     qu, qi = np.repeat(chosen, J), q.ravel()
     tr = ~test
-    baselines, mf_info = _baselines(uid[tr], item[tr], r[tr], qu, qi, (r.min(), top), mf_rank)
+    baselines, mf_info = _baselines(uid[tr], item[tr], r[tr], qu, qi, (source.min, source.max), mf_rank)
     preds = {"rater (answer)": answer, "rater (expected)": expected}
     preds |= {name: p.reshape(U, J) for name, p in baselines.items()}
-    like = 0.8 * top  # 4 of 5 stars, SUBER's 8 of 10
+    like = source.like_threshold  # 4 of 5 stars, SUBER's 8 of 10
     table = {name: summarise(per_user(p, truth, like), J) for name, p in preds.items()}
     acc = table["rater (answer)"]["accuracy"]
     return {
@@ -201,7 +204,7 @@ def real_people(
             "history": int(history),
             "retrieval": retrieval,
             "k": k,
-            "source_scale_max": top,
+            "source_scale": source.text,
             "like_threshold": like,
             "training_ratings": int(tr.sum()),
             "mf": mf_info,
