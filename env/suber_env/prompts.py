@@ -197,8 +197,8 @@ def real_facts(ds, user: int) -> str:
     return ", ".join(facts) if facts else "the release records no age, sex or occupation"
 
 
-def real_profile(ds, user: int, scale_max: float) -> str:
-    """The user's tastes and habits as their history shows them."""
+def real_profile(ds, user: int, scale: str) -> str:
+    """The user's tastes and habits as their history shows them (``scale``: the ratings' scale, "0.5 to 5")."""
     row = _row(ds, user, ("liked", "disliked", "habit", "rating_mean", "n_history", "favourites"))
     parts = []
     if row.get("liked"):
@@ -207,7 +207,8 @@ def real_profile(ds, user: int, scale_max: float) -> str:
         parts.append(f"They rate {', '.join(row['disliked'])} lower than the rest.")
     if row.get("habit") and row.get("rating_mean") is not None:
         parts.append(
-            f"A {row['habit']}: {row['rating_mean']:.1f} of {scale_max:g} on average over {row['n_history']} ratings."
+            f"A {row['habit']}: {row['rating_mean']:.1f} on a scale of {scale} on average over {row['n_history']} "
+            "ratings."
         )
     if row.get("favourites"):
         parts.append("Best rated: " + "; ".join(row["favourites"][:3]) + ".")
@@ -226,11 +227,11 @@ def _persona_parts(ds, user: int, feature: str) -> tuple[str, str, int, str]:
 def dataset_persona(pb: PromptBuilder, ds, user: int) -> str:
     name, sex, age, description = _persona_parts(ds, user, "the LLM rater")
     if ds.real is not None and ds.real[user]:
-        scale_max = ds.source_scale.max if ds.source_scale else pb.scale.max
+        scale = ds.source_scale.text if ds.source_scale else pb.scale.text
         # the builder's descriptions of real users continue "NAME is someone who" (variant "grounded")
         written = f"{name} is someone who {description.strip()}" if description else ""
         text = pb.t["persona_real"].format(
-            name=name, facts=real_facts(ds, user), profile=real_profile(ds, user, scale_max), description=written
+            name=name, facts=real_facts(ds, user), profile=real_profile(ds, user, scale), description=written
         )
         return text.replace(" \n", "\n")
     return pb.persona(name, sex, age, description)

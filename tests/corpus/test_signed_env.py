@@ -56,13 +56,13 @@ def write_corpus(folder) -> np.ndarray:
     """items.csv (an id, a title, one multi-line text column) and ratings.csv (no time column); returns each
     item's own mean, which the ratings scatter around."""
     rng = np.random.default_rng(36)
-    means = rng.uniform(-7.0, 8.0, N_ITEMS)
+    means = rng.uniform(-4.0, 8.0, N_ITEMS)
     with open(folder / "items.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["id", "name", "body"])
         for i in range(N_ITEMS):
             body = f"A {WORDS[i % 10]} at dusk.\nThen a {WORDS[(3 * i) % 10]} by the sea."
-            w.writerow([f"s{i}", f"Sketch of the {WORDS[i % 10]} {i}", body])
+            w.writerow([f"s{i}", f"Sketch of the {WORDS[i % 10]}, Part {i // 10 + 1}", body])  # ten series of four
     with open(folder / "ratings.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["who", "what", "score"])
