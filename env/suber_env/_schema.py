@@ -54,9 +54,11 @@ COLUMNS_BY_FAMILY = {"movies": MOVIE_ITEM_COLUMNS, "books": BOOK_ITEM_COLUMNS, "
 # the same values; suber_data/movies/corpus.py and suber_data/books/corpus.py: TERMS).
 FAMILY_TERMS = {
     "movies": {"nouns": {"item": "film", "items": "films", "category": "genre", "categories": "genres"},
-               "prompts": "movies", "rater_scale": "0-9", "vote": {"min": 0.0, "max": 10.0, "fill": 6.53}},
+               "prompts": "movies", "rater_scale": "0-9",
+               "vote": {"min": 0.0, "max": 10.0, "fill": 6.53, "source": "tmdb", "count_source": "tmdb"}},
     "books": {"nouns": {"item": "book", "items": "books", "category": "category", "categories": "categories"},
-              "prompts": "books", "rater_scale": "1-5", "vote": {"min": 1.0, "max": 5.0, "fill": 4.21}},
+              "prompts": "books", "rater_scale": "1-5",
+              "vote": {"min": 1.0, "max": 5.0, "fill": 4.21, "source": "ratings", "count_source": "ratings"}},
 }  # fmt: skip
 
 USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {

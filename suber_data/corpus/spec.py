@@ -85,7 +85,15 @@ class CorpusSpec:
 
     def terms(self) -> dict[str, Any]:
         """What later steps and the env read from the manifest instead of the domain's name."""
-        vote = {"min": self.scale.min, "max": self.scale.max, "fill": (self.scale.min + self.scale.max) / 2}
+        vote = {
+            "min": self.scale.min,
+            "max": self.scale.max,
+            "fill": (self.scale.min + self.scale.max) / 2,
+            # the items' own vote column, else the mean of ratings.parquet (the env recomputes the latter
+            # without held-out ratings for a real-user population)
+            "source": "column" if self.item_columns.get("vote") else "ratings",
+            "count_source": "column" if self.item_columns.get("vote_count") else "ratings",
+        }
         return make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote)
 
 
