@@ -97,7 +97,8 @@ def test_the_ratings_are_signed_continuous_and_untimed(built):
     assert 0.25 < (ratings < 0).mean() < 0.45 and (ratings == 0).sum() > 10 and r["timestamp"].null_count == r.num_rows
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["steps"]["ratings"]["rating_scale"]["step"] == 0
-    assert manifest["terms"]["vote"] == {"min": -10.0, "max": 10.0, "fill": 0.0}
+    vote = manifest["terms"]["vote"]
+    assert (vote["min"], vote["max"], vote["fill"]) == (-10.0, 10.0, 0.0)
 
 
 def test_the_oracle_ranks_items_as_their_ratings_do(built):
