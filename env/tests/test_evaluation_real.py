@@ -124,7 +124,7 @@ def test_people_baselines_and_oracle_on_ml_latest_small(ml_small, tmp_path):
     res = evaluate(ml_small, "oracle", tmp_path / "rep", suite=("people",), people_users=40, people_holdout=10)
     o, r = res["results"]["oracle"]["people"], res["results"]["random"]["people"]
     d = o["detail"]
-    assert d["users"] == 40 and o["n"] == 400 and d["source_scale_max"] == 5.0
+    assert d["users"] == 40 and o["n"] == 400 and d["source_scale"] == "0.5 to 5" and d["like_threshold"] == 4.0
     p = d["predictors"]
     rmse = {k: v["rmse"]["value"] for k, v in p.items()}
     for name, m in p.items():

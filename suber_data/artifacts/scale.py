@@ -33,8 +33,11 @@ class RatingScale:
 
     @property
     def like_threshold(self) -> float:
-        """The lowest rating that counts as liking: 4 of 5 stars (SUBER's 8 of 10), on whole or half stars."""
-        return 0.8 * self.max
+        """The lowest rating that counts as liking: three quarters up the scale, rounded up to an allowed value
+        (4 of 1-5 stars and of 0.5-5 half stars, SUBER's 8 of 1-10; 5 on a continuous -10..10). The env's
+        ``SourceScale.like_threshold`` applies the same rule to datasets built before this was recorded."""
+        point = self.min + 0.75 * (self.max - self.min)
+        return point if self.step == 0 else next(v for v in self.values if v >= point - 1e-9)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "values": self.values}

@@ -74,11 +74,9 @@ def find_collections(ds: Dataset) -> tuple[list[list[int]], str]:
 
 
 def _other_rating(ds: Dataset, items: np.ndarray, scale) -> np.ndarray:
-    """SUBER rates the filler items at their average vote (6.53 / 4.21 when unknown), on the scale."""
-    vmax, fill = ds.vote_range
-    v = ds.vote[items].astype(np.float64)
-    v = np.where(v > 0, v, fill)
-    return np.clip(v * scale.max / vmax, scale.min, scale.max)
+    """SUBER rates the filler items at their average vote (the manifest's fill when unknown: 6.53 of TMDB's 0-10,
+    4.21 of 1-5 stars), mapped onto the scale."""
+    return np.clip(ds.vote_on(scale)[items], scale.min, scale.max)
 
 
 def _saga_histories(ds: Dataset, sagas, n_personas: int, users: int, scale, k: int, rng) -> tuple[list, list]:

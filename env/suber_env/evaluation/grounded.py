@@ -94,7 +94,7 @@ def grounded_split(ds: Dataset) -> GroundedSplit:
         test_item=ti,
         test_rating=tr,
         scale_values=np.asarray(ds.source_scale.values, np.float64),
-        like_threshold=0.8 * ds.source_scale.max,  # 4 of 5 stars, SUBER's 8 of 10
+        like_threshold=ds.like_threshold,  # as the builder recorded it (manifest), one fact in one place
         item_genres=ds.genres.astype(np.float64) if len(ds.genre_vocab) else None,
         item_embeddings=ds.item_embeddings,
         rand_user=None if rand is None else rand[0],

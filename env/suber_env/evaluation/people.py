@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from suber_env import Dataset
-from suber_env.scales import rater_to_source, source_to_rater
+from suber_env.scales import SourceScale, rater_to_source, source_to_rater
 
 from .baselines import matrix_factorisation, mean_baselines
 from .cases import RaterFactory
@@ -53,20 +53,21 @@ def habit(mean: float, reference: np.ndarray) -> str:
     return "harsh critic" if z < -0.75 else "generous rater" if z > 0.75 else "balanced rater"
 
 
-def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, top: float, reference: np.ndarray) -> Persona:
+def _persona(ds: Dataset, items: np.ndarray, r: np.ndarray, source: SourceScale, reference: np.ndarray) -> Persona:
     """Liked / disliked genres: the two with the highest / lowest shrunk mean offset from the user's mean; the
     habit against ``reference``, every user's mean training rating."""
     kinds = ds.nouns["items"]
     mean = r.mean()
+    span = source.max - source.min
     g = ds.genres[items].astype(np.float64)
     cnt = g.sum(0)
     score = (g * (r - mean)[:, None]).sum(0) / (cnt + 2.0)  # a genre seen twice weighs less than one seen often
     score[cnt < 2] = 0.0
     order = np.argsort(-score, kind="stable")
-    margin = 0.05 * top
+    margin = 0.05 * span
     liked = [ds.genre_vocab[j] for j in order[:2] if score[j] > margin]
     disliked = [ds.genre_vocab[j] for j in order[::-1][:2] if score[j] < -margin]
-    text = f"A {habit(mean, reference)} of {kinds}: {len(r)} rated, {mean:.1f} out of {top:g} on average."
+    text = f"A {habit(mean, reference)} of {kinds}: {len(r)} rated, {mean:.1f} on average on a scale of {source.text}."
     if liked:
         text += f" They enjoy {' and '.join(liked)} {kinds} the most."
     if disliked:
@@ -164,7 +165,6 @@ def real_people(
     source = ds.source_scale
     if source is None:
         return {"skipped": f"not applicable: {ds.path / 'ratings.parquet'} records no rating scale; rebuild it"}
-    top = source.max
     by_user = np.argsort(uid, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)])
     test = np.zeros(len(r), bool)
@@ -179,7 +179,7 @@ def real_people(
     n = np.bincount(uid[tr], minlength=len(counts))
     means = (np.bincount(uid[tr], r[tr], len(counts)) / np.maximum(n, 1))[n > 0]
     for train in trains:
-        personas.append(_persona(ds, item[train], r[train], top, means))
+        personas.append(_persona(ds, item[train], r[train], source, means))
         last = train[np.argsort(ts[train], kind="stable")[-history:]]  # the latest, oldest first
         h_items.append(item[last])
         h_ratings.append(r[last])
@@ -196,7 +196,7 @@ def real_people(
     answer = rater_to_source(sample_ratings(probs, scale, rng), scale, source).reshape(J, U).T
     truth = np.array(truth)
     qu, qi = np.repeat(chosen, J), q.ravel()
-    baselines, mf_info = _baselines(uid[tr], item[tr], r[tr], qu, qi, (r.min(), top), mf_rank)
+    baselines, mf_info = _baselines(uid[tr], item[tr], r[tr], qu, qi, (source.min, source.max), mf_rank)
     preds = {"rater (answer)": answer, "rater (expected)": expected}
     preds |= {name: p.reshape(U, J) for name, p in baselines.items()}
     like = ds.like_threshold
@@ -212,7 +212,7 @@ def real_people(
             "history": int(history),
             "retrieval": retrieval,
             "k": k,
-            "source_scale_max": top,
+            "source_scale": source.text,
             "like_threshold": like,
             "training_ratings": int(tr.sum()),
             "mf": mf_info,

@@ -203,7 +203,7 @@ def write_report(out: Path, results: dict[str, dict[str, dict]], settings: dict)
         d = next(r["people"]["detail"] for r in results.values() if "detail" in r.get("people", {}))
         md += [
             f"## Real people ({d['users']} users, {d['held_out_per_user']} held-out ratings each, "
-            f"{d['history']} in memory, {d['retrieval']} retrieval; ratings on 0-{d['source_scale_max']:g})",
+            f"{d['history']} in memory, {d['retrieval']} retrieval; ratings on {d['source_scale']})",
             "",
             *people,
             "",

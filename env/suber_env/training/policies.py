@@ -46,8 +46,7 @@ class VoteHeuristic:
     name = "vote-heuristic"
 
     def __init__(self, ds: Dataset, seed: int = 0):
-        vote = ds.vote.astype(np.float64)
-        self.scores = vote if vote.max() > 0 else mean_rating(ds)
+        self.scores = ds.vote_filled() if ds.vote_known.any() else mean_rating(ds)
 
     def choose(self, obs, users, seen):
         return _best_unseen(np.broadcast_to(self.scores, seen.shape), seen)
@@ -106,7 +105,7 @@ def item_popularity(ds: Dataset) -> np.ndarray:
     rated = ds.item_rating_stats()
     if rated is not None and rated[0].max() > 0:
         return rated[0]
-    return ds.vote.astype(np.float64)
+    return ds.vote_filled() - ds.vote_scale.min  # a vote above the range's bottom: never negative
 
 
 def mean_rating(ds: Dataset, prior: float = 10.0) -> np.ndarray:
