@@ -33,6 +33,7 @@ class RepeatGuard:
             return set()
         return self.next.get(tuple(self.tokens[len(self.tokens) - self.n + 1 :]), set())
 
+
 def ban_repeats(allowed: torch.Tensor, guards: list[RepeatGuard]) -> None:
     """Take out of each row of ``allowed`` the tokens its guard bans, unless that would leave the row nothing (the
     program then needs one of them: the checks and the retry are the second line). On ``allowed``'s device, with no

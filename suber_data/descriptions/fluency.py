@@ -2,11 +2,13 @@
 and no statement that contradicts the persona where a rule can see one (``checks.check_row`` runs it).
 
 - **Job in its frame**: each mention of a synthetic user's job follows an article, a possessive or a preposition
-  ("a carpenter", "as a skilled carpenter", "with other nurses"; "retired" follows "is", "now", "a"...), and is in lower case mid-sentence (acronyms
-  such as "IT" aside); the hobby's first word likewise ("enjoys parkour", not "a dream Parkour's").
+  ("a carpenter", "as a skilled carpenter", "with other nurses"; "retired" follows "is", "now", "a"...), and is
+  in lower case mid-sentence (acronyms such as "IT" aside); the hobby's first word likewise ("enjoys parkour",
+  not "a dream Parkour's").
 - **Whole words**: every word is a whole word of the vocabulary (``vocabulary.txt``: SmolLM2-135M's tokens that
   are a word with its leading space, lower-cased), or one of those with an inflection ("carpenters", "baked"),
-  or two run together ("sourdough"), or a word of the user's record (names, titles). A misspelt word ("trucbader", "Truk") is not.
+  or two run together ("sourdough"), or a word of the user's record (names, titles). A misspelt word
+  ("trucbader", "Truk") is not.
 - **Contradictions**: an age ("a 4 year old girl", "aged 30") other than the user's; a child's word for an adult
   ("she is a girl") or a parent's or spouse's for a child; a family or life role of the other sex ("he is a
   mother"); "is a student" or "is retired" against the user's occupation.

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from suber_data.descriptions.base import BackendInfo, Output
 from suber_data.descriptions import decoding_aids
+from suber_data.descriptions.base import BackendInfo, Output
 from suber_data.descriptions.decoding_aids import RepeatGuard, ban_repeats
 from suber_data.descriptions.grammar import guidance_program, parse_output
 from suber_data.descriptions.program import Choice, Decoding, Free, Request, forced_strings, is_real

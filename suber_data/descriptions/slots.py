@@ -118,7 +118,7 @@ def frame_problem(frame: str) -> str | None:
     if len(pieces) < 2 or pieces[-1].strip():
         return "a frame must end with {{free}}"
     for after in pieces[1:-1]:
-        if not after[:1] in (".", ","):
+        if after[:1] not in (".", ","):
             return f"a {{{{free}}}} inside a frame must be followed by '.' or ',', not {after[:12]!r}"
     return None
 

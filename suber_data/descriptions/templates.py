@@ -1,10 +1,10 @@
 """Prompt templates for user descriptions: files in ``assets/prompts/descriptions/``, parsed into programs.
 
 A template has a ``[user]`` section (the instruction), an ``[assistant]`` section (the start of the
-answer) and an optional ``[frames]`` section: the sentences the program writes around the user's facts, one plan a
-line (see ``slots.py``). In the assistant section ``{field}`` is a user attribute, ``{{select NAME FIELD}}`` a constrained
-choice among the values of the list attribute FIELD, and ``{{gen NAME}}`` free text (sampled, stopped at
-the end of the line). The assistant section must end with ``{{gen description}}``.
+answer) and an optional ``[frames]`` section: the sentences the program writes around the user's facts, one
+plan a line (see ``slots.py``). In the assistant section ``{field}`` is a user attribute,
+``{{select NAME FIELD}}`` a constrained choice among the values of the list attribute FIELD, and ``{{gen NAME}}``
+free text (sampled, stopped at the end of the line). The assistant section must end with ``{{gen description}}``.
 """
 
 from __future__ import annotations

@@ -126,6 +126,7 @@ def test_no_run_of_tokens_is_sampled_twice(tiny):
     """Greedy decoding of a random model loops at once; the engine never samples a run of NO_REPEAT_TOKENS tokens
     a second time (issue 25, item 9), while the program still holds."""
     from suber_data.descriptions.decoding_aids import NO_REPEAT_TOKENS as n
+
     runs = run(tiny, guidance.gen("text", regex=r"[a-z ]+", max_tokens=80) + "\n", temperature=0.0, max_steps=100)
     for r in runs:
         assert r.error is None and re.fullmatch(r"[a-z ]+\n", r.text), r.text
