@@ -2,8 +2,8 @@
 
 The fluency rules (a job in its grammatical frame, whole words of the vocabulary, no statement against the
 persona) are in ``fluency.py``. Each check returns the list of problems found (empty = the description
-passes). Problems are short strings such as ``"pronouns: uses 'she' for a man"``: they go into the store, the asset check and the CLI
-summary, so a failure is always reported with its reason.
+passes). Problems are short strings such as ``"pronouns: uses 'she' for a man"``: they go into the store, the
+asset check and the CLI summary, so a failure is always reported with its reason.
 """
 
 from __future__ import annotations
