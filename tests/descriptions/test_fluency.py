@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from suber_data.descriptions.checks import check_row
@@ -71,3 +73,42 @@ def test_frame_sentences_pass_and_the_vocabulary_takes_compounds_and_inflections
     assert check_row(text, user) == []
     assert unknown_words("birdwatching, bakers, carpenters and studies", user) == []
     assert unknown_words("a trucbader and a Truk", user) == ["trucbader", "Truk"]
+
+
+def test_every_packaged_variant_has_a_frame_for_each_kind_of_user():
+    """Each variant's frames cover its users: with and without disliked kinds; a real user with or without liked
+    genres (the habit then); the frame drawn is the same on every call and depends on the decoding seed."""
+    from suber_data.descriptions.program import Decoding, Free, build_request
+    from suber_data.descriptions.templates import SYNTHETIC_VARIANTS, load_template
+    from tests.descriptions.helpers import users_table
+
+    users = users_table(8).to_pylist()
+    real = {"user_id": 9, "first_name": "User", "last_name": "9", "sex": "U", "age": None, "occupation": None,
+            "hobby": None, "liked": [], "disliked": [], "seed": 42, "profile": "real", "habit": "harsh critic",
+            "favourites": ["Heat"]}  # fmt: skip
+    cases = [(v, u) for v in SYNTHETIC_VARIANTS for u in users if v == "plain" or u["liked"]]
+    cases += [("grounded", real), ("grounded", {**real, "liked": ["drama"]}), ("grounded_books", real)]
+    drawn = set()
+    for variant, user in cases:
+        for seed in (0, 1):
+            make = dict(backend="transformers", model="m", revision="r", decoding=Decoding(seed=seed))
+            request = build_request(user, variant, load_template(variant), **make)
+            (free,) = [p for p in request.parts if isinstance(p, Free)]
+            assert free.slots, (variant, user)
+            assert free.slots == build_request(user, variant, load_template(variant), **make).parts[-1].slots
+            drawn.add((variant, user["user_id"], seed, free.slots))
+    assert len({d[3] for d in drawn}) > len(SYNTHETIC_VARIANTS) * 2  # more than one frame per variant is drawn
+
+
+def test_a_frame_the_program_cannot_close_is_a_one_line_error(tmp_path):
+    from suber_data.descriptions.templates import parse_template
+    from suber_data.errors import InputError
+
+    body = "[user]\nDescribe.\n[assistant]\nDescription: {name} is {{gen description}}\n[frames]\n"
+    for frame, why in [("{a_job}{{free}} and {hobby}{{free}}. {{free}}", "followed by '.' or ','"),
+                       ("{a_job}{{free}}. {job}{{free}}", "unknown placeholder {job}"),
+                       ("{a_job}{{free}}. More text.", "must end with {{free}}")]:  # fmt: skip
+        path = tmp_path / "plain.txt"
+        path.write_text(body + frame + "\n")
+        with pytest.raises(InputError, match=re.escape(why)):
+            parse_template(path)
