@@ -6,9 +6,9 @@ and no statement that contradicts the persona where a rule can see one (``checks
   in lower case mid-sentence (acronyms such as "IT" aside); the hobby's first word likewise ("enjoys parkour",
   not "a dream Parkour's").
 - **Whole words**: every word is a whole word of the vocabulary (``vocabulary.txt``: SmolLM2-135M's tokens that
-  are a word with its leading space, lower-cased), or one of those with an inflection ("carpenters", "baked"),
-  or two run together ("sourdough"), or a word of the user's record (names, titles). A misspelt word
-  ("trucbader", "Truk") is not.
+  are a word with its leading space, lower-cased), or one of those with an inflection or a prefix ("carpenters",
+  "rewatches"), or two run together ("sourdough"), or a word of the user's record (names, titles). A misspelt
+  word ("trucbader", "Truk") is not; nor, for now, a rare word SmolLM2 spells in pieces ("marmalade", "oars").
 - **Contradictions**: an age ("a 4 year old girl", "aged 30") other than the user's; a child's word for an adult
   ("she is a girl") or a parent's or spouse's for a child; a family or life role of the other sex ("he is a
   mother"); "is a student" or "is retired" against the user's occupation.
@@ -36,6 +36,7 @@ _PREPOSITIONS = {
     "between", "into", "without", "unlike", "and", "or",
 }  # fmt: skip
 _ARTICLES = {"a", "an", "the", "his", "her", "their", "my", "our", "this", "that", "another", "every", "each"}
+_PREFIXES = ("re", "un", "non", "pre", "mis", "dis", "over", "under", "out", "co", "self")  # "rewatches"
 _INFLECTIONS = ("s", "es", "ed", "d", "ing", "ly", "er", "ers", "est", "ness", "ful")
 # Occupations that are not a job noun and take no article (slots.job_phrase writes "he is retired").
 _NOT_A_NOUN = {"retired"}
@@ -99,6 +100,8 @@ def _known(word: str, words: frozenset[str]) -> bool:
     """A short word, a vocabulary word, one inflected, or two of them run together ("sourdough", "birdwatching":
     the vocabulary holds the words a model writes in one token, and many compounds take two)."""
     if len(word) < 3 or _inflected(word, words):
+        return True
+    if any(word.startswith(p) and _inflected(word[len(p) :], words) for p in _PREFIXES):
         return True
     return any(word[:i] in words and _inflected(word[i:], words) for i in range(3, len(word) - 2))
 
