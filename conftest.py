@@ -60,7 +60,7 @@ def pytest_fixture_setup(fixturedef, request):
     start = time.perf_counter()
     yield
     item = getattr(request, "_pyfuncitem", None)
-    if item is not None:
+    if item is not None and request.config.getoption("record_durations"):
         item.user_properties.append((_FIXTURE, (fixturedef.argname, time.perf_counter() - start)))
 
 
