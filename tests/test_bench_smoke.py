@@ -39,6 +39,7 @@ BENCHES = {
     "bench_embeddings": ["--smoke"],
     "bench_description_constraints": ["--smoke"],
     "bench_env": ["--smoke"],
+    "bench_pages": ["--smoke"],
     "bench_evaluation": ["--smoke"],
     "bench_training": ["--smoke"],
     "bench_served_rater": ["--smoke"],

@@ -81,6 +81,22 @@ def test_every_taste_is_an_item_genre(built):
         assert terms <= genres, f"{column}: {sorted(terms - genres)} are not among the items' genres"
 
 
+def test_page_env_reads_the_built_behaviour_features(built):
+    """The users step's behaviour booleans reach the page env: ``Dataset.behaviour`` is the table's five columns,
+    and an episode's ``behaviour`` observation is its user's row."""
+    import numpy as np
+    import suber_env
+
+    users = pq.read_table(built / "users.parquet").sort_by("user_id")
+    ds = suber_env.load_dataset(built)
+    want = np.stack([users[b].to_numpy(zero_copy_only=False) for b in suber_env._schema.BEHAVIOURS], axis=1)
+    np.testing.assert_array_equal(ds.behaviour, want)
+    env = suber_env.PagesEnv(ds)
+    obs, info = env.reset(seed=3)
+    np.testing.assert_array_equal(obs["behaviour"], want[info["user"]].astype(np.float32))
+    assert pq.read_table(built / "user_links.parquet").num_rows >= 2 * ds.n_users  # both ways, 2+ friends each
+
+
 # Runs with only the env package importable: suber_data is blocked and the repository root is off sys.path.
 PROBE = r"""
 import importlib.abc, json, sys, warnings

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from .choosers import Chooser, ExposureChooser, OracleChooser, PageRequests, TransformersChooser, make_chooser
 from .config import EnvConfig
 from .dataset import Dataset, DatasetError, load_dataset
 from .env import SuberEnv, SuberVectorEnv
+from .page_core import PageConfig
+from .pages import PagesEnv, PagesVectorEnv
 from .prompts import PromptBuilder
 from .raters import OpenAIRater, OracleRater, Rater, Ratings, Requests, TransformersRater, make_rater
 from .scales import SCALES, Scale
 
 __all__ = [
     "SCALES",
+    "Chooser",
+    "ExposureChooser",
+    "OracleChooser",
+    "PageConfig",
+    "PageRequests",
+    "PagesEnv",
+    "PagesVectorEnv",
+    "TransformersChooser",
+    "make_chooser",
     "Dataset",
     "DatasetError",
     "EnvConfig",
@@ -45,3 +57,11 @@ for _id, _kwargs in (
             vector_entry_point="suber_env.env:SuberVectorEnv",
             kwargs=_kwargs,
         )
+
+# Pages-v0: the action is a page of items; the simulated user picks which to view, rates them and may leave.
+if "suber_env/Pages-v0" not in gym.registry:
+    gym.register(
+        "suber_env/Pages-v0",
+        entry_point="suber_env.pages:PagesEnv",
+        vector_entry_point="suber_env.pages:PagesVectorEnv",
+    )

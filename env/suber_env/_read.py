@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._schema import (
+    BEHAVIOURS,
     EMBEDDING_COLUMN,
     HISTORY,
     SCHEMA_VERSION,
@@ -239,7 +240,21 @@ def read_users(root: Path, genre_vocab: list[str]) -> dict:
                 "items' genre vocabulary"
             )
         out[c] = multi_hot(users[c], vocab, u)
+    out["behaviour"] = read_behaviour(users, upath)
     return out
+
+
+def read_behaviour(users: pa.Table, upath: Path) -> np.ndarray | None:
+    """(users, 5) bool over ``BEHAVIOURS`` when the table has all five columns, else None (an older table)."""
+    present = [c for c in BEHAVIOURS if c in users.column_names]
+    if not present:
+        return None
+    if len(present) < len(BEHAVIOURS) or any(users[c].null_count for c in BEHAVIOURS):
+        raise DatasetError(
+            f"{upath}: behaviour fields {list(BEHAVIOURS)} must all be present and non-null (found {present}); "
+            "rebuild the users step"
+        )
+    return np.stack([users[c].to_numpy(zero_copy_only=False).astype(bool) for c in BEHAVIOURS], axis=1)
 
 
 def _strings(t: pa.Table, name: str) -> list:

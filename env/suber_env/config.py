@@ -67,8 +67,13 @@ class EnvConfig:
 
     def with_options(self, options: dict) -> EnvConfig:
         """A copy with ``options`` (field name -> value) replaced; unknown names raise ``TypeError``."""
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = set(options) - known
-        if unknown:
-            raise TypeError(f"unknown environment option(s) {sorted(unknown)}; known: {sorted(known)}")
-        return dataclasses.replace(self, **options) if options else self
+        return with_options(self, options)
+
+
+def with_options(config, options: dict):
+    """A copy of the dataclass ``config`` with ``options`` replaced; unknown names raise ``TypeError``."""
+    known = {f.name for f in dataclasses.fields(config)}
+    unknown = set(options) - known
+    if unknown:
+        raise TypeError(f"unknown environment option(s) {sorted(unknown)}; known: {sorted(known)}")
+    return dataclasses.replace(config, **options) if options else config

@@ -197,14 +197,19 @@ def _user_pool(ds: Dataset, rater: Rater) -> np.ndarray:
     return ds.described_users
 
 
+def _as_rater(ds: Dataset, rater: str | Rater, rater_kwargs: dict | None) -> Rater:
+    """A rater object as given, or made by name on the dataset's scale unless the kwargs name one."""
+    if not isinstance(rater, str):
+        return rater
+    kw = dict(rater_kwargs or {})
+    kw.setdefault("scale", ds.rater_scale)
+    return make_rater(rater, ds, **kw)
+
+
 def _build(dataset, domain, rater, rater_kwargs, n, config: EnvConfig | None, options: dict) -> _Core:
     ds = _as_dataset(dataset, domain)
     config = (config or EnvConfig()).with_options(options)
-    if isinstance(rater, str):
-        kw = dict(rater_kwargs or {})
-        kw.setdefault("scale", ds.rater_scale)
-        rater = make_rater(rater, ds, **kw)
-    return _Core(ds, rater, n, config)
+    return _Core(ds, _as_rater(ds, rater, rater_kwargs), n, config)
 
 
 class SuberEnv(gym.Env):
@@ -226,11 +231,15 @@ class SuberEnv(gym.Env):
         config: EnvConfig | None = None,
         **options,
     ):
-        self.core = _build(dataset, domain, rater, rater_kwargs, 1, config, options)
-        self.config, self.user_pool = self.core.config, self.core.user_pool
-        self.ds, self.rater = self.core.ds, self.core.rater
-        self.observation_space = self.core.observation_space
-        self.action_space = self.core.action_space
+        self._attach(_build(dataset, domain, rater, rater_kwargs, 1, config, options), render_mode)
+
+    def _attach(self, core, render_mode: str | None) -> None:
+        """Take ``core``'s dataset, rater, pool and spaces (the page env attaches its own core the same way)."""
+        self.core = core
+        self.config, self.user_pool = core.config, core.user_pool
+        self.ds, self.rater = core.ds, core.rater
+        self.observation_space = core.observation_space
+        self.action_space = core.action_space
         self.render_mode = render_mode
         self._eval_next = 0
         self._last: dict[str, Any] = {}
@@ -259,8 +268,12 @@ class SuberEnv(gym.Env):
         self.core.start(np.array([0]), np.array([user]), np.array([key], np.uint64))
         return self._obs(), {"user": user, "user_id": int(self.ds.user_ids[user])}
 
+    def _batch_action(self, action) -> np.ndarray:
+        """One action as the core's batch of one."""
+        return np.array([int(action)])
+
     def step(self, action):
-        reward, term, trunc, info = self.core.step(np.array([int(action)]))
+        reward, term, trunc, info = self.core.step(self._batch_action(action))
         info1 = {k: v[0] for k, v in info.items()}
         self._last = info1
         return self._obs(), float(reward[0]), bool(term[0]), bool(trunc[0]), info1
@@ -319,10 +332,14 @@ class SuberVectorEnv(gym.vector.VectorEnv):
         config: EnvConfig | None = None,
         **options,
     ):
-        self.core = _build(dataset, domain, rater, rater_kwargs, num_envs, config, options)
-        self.config, self.user_pool = self.core.config, self.core.user_pool
+        self._attach(_build(dataset, domain, rater, rater_kwargs, num_envs, config, options), num_envs, copy)
+
+    def _attach(self, core, num_envs: int, copy: bool) -> None:
+        """Take ``core``'s dataset, rater, pool and spaces for ``num_envs`` slots (the page env's core too)."""
+        self.core = core
+        self.config, self.user_pool = core.config, core.user_pool
         self.copy = copy
-        self.ds, self.rater = self.core.ds, self.core.rater
+        self.ds, self.rater = core.ds, core.rater
         self.num_envs = num_envs
         self.single_observation_space = self.core.observation_space
         self.single_action_space = self.core.action_space

@@ -1,5 +1,5 @@
-"""Stable-Baselines3 helpers (extra ``rl``): ``SB3VecEnv`` runs a ``SuberVectorEnv`` as an SB3 ``VecEnv``,
-so that every rollout step sends all environments' ratings to the rater as one batch."""
+"""Stable-Baselines3 helpers (extra ``rl``): ``SB3VecEnv`` runs a ``SuberVectorEnv`` (or a ``PagesVectorEnv``)
+as an SB3 ``VecEnv``, so that every rollout step sends all environments' ratings to the rater as one batch."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 from .env import SuberVectorEnv
+
+# the per-slot numbers of a step that SB3's infos carry: the item env's ratings, the page env's picks
+STEP_INFO = ("rating", "llm_rating", "user", "n_picks", "rating_sum", "left")
 
 
 class SB3VecEnv(VecEnv):
@@ -26,19 +29,13 @@ class SB3VecEnv(VecEnv):
         return {k: np.array(v) for k, v in obs.items()}
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = np.asarray(actions).reshape(self.num_envs)
+        self._actions = np.asarray(actions).reshape((self.num_envs, *self.action_space.shape))
 
     def step_wait(self):
         obs, rewards, term, trunc, info = self.venv.step(self._actions)
         dones = term | trunc
-        infos: list[dict] = [
-            {
-                "rating": float(info["rating"][i]),
-                "llm_rating": float(info["llm_rating"][i]),
-                "user": int(info["user"][i]),
-            }
-            for i in range(self.num_envs)
-        ]
+        keys = [k for k in STEP_INFO if k in info]
+        infos: list[dict] = [{k: info[k][i].item() for k in keys} for i in range(self.num_envs)]
         for i in np.flatnonzero(dones):
             infos[i]["terminal_observation"] = info["final_obs"][i]
             infos[i]["TimeLimit.truncated"] = bool(trunc[i] and not term[i])

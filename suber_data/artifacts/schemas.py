@@ -132,6 +132,15 @@ USERS = pa.schema(
         pa.field("high_share", pa.float32()),
         pa.field("habit", pa.string()),
         pa.field("favourites", pa.list_(pa.string())),
+        pa.field("facts", pa.list_(pa.string())),  # other facts a corpus' users file records, "field: value"
+        # RecAgent's profile fields (every population; null in a table built before them)
+        pa.field("traits", pa.list_(pa.string())),
+        pa.field("watcher", pa.bool_()),
+        pa.field("explorer", pa.bool_()),
+        pa.field("critic", pa.bool_()),
+        pa.field("chatter", pa.bool_()),
+        pa.field("poster", pa.bool_()),
+        pa.field("derived", pa.list_(pa.string())),
     ]
 )
 USERS = described(
@@ -157,6 +166,15 @@ USERS = described(
     high_share="Real users: share of their history ratings at the release's like threshold or above",
     habit="Real users: rating habit from the history: harsh critic, balanced or generous rater",
     favourites="Real users: titles of their best-rated history items (at most 5)",
+    facts="Real users: other facts the source's users file records, each 'field: value' (e.g. 'location: urban'); "
+    "null where it records none",
+    traits="Personality traits (RecAgent), from the list in suber_data/assets/users/traits.txt",
+    watcher="RecAgent's Watcher: rates what they interact with (real users: from the share of views rated)",
+    explorer="RecAgent's Explorer: seeks out items they heard of (drawn)",
+    critic="RecAgent's Critic: high standards, criticises items and the system (real users: a harsh rating habit)",
+    chatter="RecAgent's Chatter: trusts friends' advice (drawn)",
+    poster="RecAgent's Poster: shares publicly (drawn)",
+    derived="Which of the profile fields were derived from the user's history (the rest were drawn)",
 )
 
 # Real-user populations: each user's own ratings, split into the history the simulator may show and the
@@ -244,6 +262,21 @@ def embedding_schema(id_column: str, dim: int) -> pa.Schema:
 
 
 # file name -> schema (embeddings are per dimension, checked by embedding_schema)
+# The friendship graph of a population (RecAgent's relationships; suber_data/users/profiles.py): mutual links,
+# one row per direction.
+USER_LINKS = described(
+    pa.schema(
+        [
+            pa.field("user_id", pa.int32(), nullable=False),
+            pa.field("other_id", pa.int32(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
+        ]
+    ),
+    user_id="users.user_id of one end of the link",
+    other_id="users.user_id of the other end (never the same user; the reverse row is present too)",
+    kind="The relationship: friend",
+)
+
 TABLES: dict[str, pa.Schema] = {
     "items.parquet": MOVIE_ITEMS,
     "ratings.parquet": RATINGS,
@@ -251,6 +284,7 @@ TABLES: dict[str, pa.Schema] = {
     "user_descriptions.parquet": USER_DESCRIPTIONS,
     "user_ratings.parquet": USER_RATINGS,
     "source_users.parquet": SOURCE_USERS,
+    "user_links.parquet": USER_LINKS,
 }
 
 # -- books (Kaggle "Amazon Books Reviews", Amazon Reviews 2023; suber_data/books) ------------------------
@@ -337,3 +371,40 @@ CORPUS_RATINGS = described(
     rating="The source's rating, on the scale recorded in the file's metadata (special values dropped)",
     timestamp="When the rating was given (UTC); null where the source has no time",
 )
+
+# Demographics of a described corpus' real people where it declares a users file ([users] in its TOML).
+CORPUS_SOURCE_USERS = described(
+    pa.schema(
+        [
+            pa.field("source_user_id", pa.string(), nullable=False),
+            pa.field("sex", pa.string()),
+            pa.field("age", pa.int16()),
+            pa.field("age_group", pa.string()),
+            pa.field("occupation", pa.string()),
+            pa.field("facts", pa.list_(pa.string())),
+        ]
+    ),
+    source_user_id="The source's user id, as text (as in ratings.parquet): a real person",
+    sex="M or F where the users file records it (the corpus description maps its values), else null",
+    age="Age in years where the users file records it, else null",
+    age_group="Age group as the users file records it (e.g. '20-30'), else null",
+    occupation="Occupation as the users file records it, else null",
+    facts="Other facts the users file records, each 'field: value' (e.g. 'location: urban')",
+)
+
+# Ratings of items shown to each person at random ([random_ratings] in a corpus TOML): the unbiased truth an
+# evaluation may score against. Kept apart: never in ratings.parquet, never read by users, descriptions,
+# tastes, embeddings or any item statistic.
+RANDOM_RATINGS = described(
+    pa.schema(
+        [
+            pa.field("source_user_id", pa.string(), nullable=False),
+            pa.field("item_id", pa.int32(), nullable=False),
+            pa.field("rating", pa.float64(), nullable=False),
+        ]
+    ),
+    source_user_id="The source's user id, as text (as in ratings.parquet; users.source_user_id for real users)",
+    rating="The person's rating of an item drawn at random and shown to them, on the scale in the file's metadata "
+    "(evaluation only: never shown to a persona, description, memory, policy or item statistic)",
+)
+TABLES["random_ratings.parquet"] = RANDOM_RATINGS  # one schema whatever the domain

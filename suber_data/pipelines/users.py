@@ -83,6 +83,18 @@ USER_CHECKS = (
         "real users: favourites, counts and mean ratings computed from the history alone",
         True,
     ),
+    (
+        "users_profile_fields",
+        "profile_fields",
+        "RecAgent's profile fields: traits from the list, behaviour features at their stated shares",
+        False,
+    ),
+    (
+        "users_friendship_graph",
+        "friendship_graph",
+        "user_links.parquet: no self-links, mutual, every user with the stated number of friends",
+        False,
+    ),
 )
 
 

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from suber_data import __version__
 from suber_data.artifacts.io import atomic_path
 from suber_data.artifacts.manifest import read_manifest
-from suber_data.publish.card import card_tables
+from suber_data.publish.card import card_tables, random_exposure_text
 from suber_data.publish.terms import SUBER_CITATION, terms_for
 
 CROISSANT = "croissant.json"
@@ -129,10 +129,29 @@ def _models(manifest: dict) -> list[str]:
     return out
 
 
+def _profile_fields(users: dict) -> str:
+    """RecAgent's profile fields as the users step recorded them (nothing for a population built before them)."""
+    p = users.get("profile_fields")
+    if not p:
+        return ""
+    shares = ", ".join(f"{b} {v:.0%}" for b, v in p["behaviour_shares"].items())
+    derived = ", ".join(p["derived_from_history"]) or "none"
+    return (
+        f" Each user also has RecAgent's profile fields: {p['traits']['per_user'][0]}-{p['traits']['per_user'][1]} "
+        f"traits from a list of {p['traits']['size']}, the behaviour features ({shares}), an activity level, and "
+        f"friends in user_links.parquet (mean degree {p['links']['mean_degree']}); derived from the history: "
+        f"{derived}, the rest drawn."
+    )
+
+
 def _population(manifest: dict) -> str:
     users = manifest.get("steps", {}).get("users")
     if not users:
         return "No user population is part of this dataset (only the real ratings the source publishes)."
+    return _population_kind(users) + _profile_fields(users)
+
+
+def _population_kind(users: dict) -> str:
     settings, tastes = users.get("settings") or {}, users.get("tastes") or {}
     if settings.get("profile") == "real":
         return (
@@ -159,6 +178,8 @@ def _rai(manifest: dict) -> dict[str, Any]:
         "Descriptions written by a small LLM can repeat stereotypes of age, sex and occupation; rows written by "
         "the 'template' backend say so in their text and in user_descriptions.backend.",
     ]
+    if random_exposure_text(manifest):
+        limits.append(random_exposure_text(manifest))
     if special:
         limits.append("Ratings with a special meaning were dropped from ratings.parquet: " + ", ".join(
             f"{value} ({entry.get('meaning')})" for value, entry in special.items()))  # fmt: skip

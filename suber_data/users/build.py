@@ -16,12 +16,13 @@ import pyarrow.parquet as pq
 
 from suber_data.artifacts.io import write_parquet
 from suber_data.artifacts.manifest import fingerprint, read_manifest, sha256_file
+from suber_data.artifacts.scale import parquet_scale
 from suber_data.artifacts.schemas import USER_RATINGS, USERS
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 from suber_data.errors import InputError
 from suber_data.resources import source_url
 from suber_data.users import checks as C
-from suber_data.users import vocabulary
+from suber_data.users import profiles, vocabulary
 from suber_data.users.census import AgeSexTable, CensusSpec, load_census
 from suber_data.users.lists import Lists, Prior, movie_genre_prior, project_lists, suber_lists
 from suber_data.users.names import name_sources
@@ -34,7 +35,7 @@ STEP = "users"
 TABLE = "users.parquet"
 AGE_PLOT = "users_age_pyramid.png"
 RATES_PLOT = "users_like_rates.png"
-SAMPLER_VERSION = 1  # bump when a change alters what a seed produces
+SAMPLER_VERSION = 2  # bump when a change alters what a seed produces (2: RecAgent's profile fields, links)
 PROFILES = ("census", "suber", "real")
 REAL_PLOT = "users_real.png"
 USER_RATINGS_TABLE = "user_ratings.parquet"
@@ -243,9 +244,10 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
     def build() -> StepRecord:
         started = time.perf_counter()
         population = sample(config, inputs)
-        table = population.to_arrow()
+        table, profile, profile_checks = profiles.with_profiles(dataset_dir, population.to_arrow(), config.seed)
         sample_s = time.perf_counter() - started
         results, rows = run_checks(table, config, inputs)  # against the prior, in the prior's names
+        results += profile_checks
         (dataset_dir / USER_RATINGS_TABLE).unlink(missing_ok=True)  # a synthetic population has no real ratings
         write_parquet(with_real_columns(vocabulary.apply(table, vocab["mapping"]) if vocab else table), path, USERS)
         plots = _plots(dataset_dir, table, config, inputs, rows, set((vocab or {}).get("dropped", [])))
@@ -256,6 +258,7 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
             "plots": {k: p.name for k, p in plots.items()},
             "vocabulary": vocab or {"source": "the prior's own names (no items.parquet to map onto)"},
             "tastes": {"source": source_url(inputs.tastes.source), "names": int(inputs.tastes.names.size)},
+            "profile_fields": profile,
         }
         if inputs.census is not None:
             extra["census"] = {"vintage": inputs.census.vintage, "year": inputs.census.year, **inputs.census.meta}
@@ -265,7 +268,11 @@ def build_users(dataset_dir: str | Path, config: UsersConfig, *, force: bool = F
             f"in {sample_s:.2f} s"
         )
         return StepRecord(
-            counts=counts, tables=[TABLE], settings=config.settings(), sources=inputs.sources, extra=extra
+            counts=counts,
+            tables=[TABLE, profiles.LINKS_TABLE],
+            settings=config.settings(),
+            sources=inputs.sources,
+            extra=extra,
         )
 
     step = run_step(dataset_dir, STEP, fp, build, force=force)
@@ -310,13 +317,16 @@ def check_users_dataset(dataset_dir: str | Path) -> list[C.CheckOutcome]:
             f"{dataset_dir}: no users built yet (users.parquet or its manifest entry missing); build them first"
         )
     config = UsersConfig.from_settings(section["settings"])
+    profile_checks = profiles.recheck(dataset_dir, section.get("profile_fields"))
     if config.profile == "real":
-        return real_checks(dataset_dir) + [vocabulary.check_tastes_in_items(path, dataset_dir / "items.parquet")]
+        tastes = vocabulary.check_tastes_in_items(path, dataset_dir / "items.parquet")
+        return real_checks(dataset_dir) + [tastes] + profile_checks
     table = pq.read_table(path)
     vocab = section.get("vocabulary", {})
     if "mapping" in vocab:  # back to the prior's names; tastes no item has were dropped, so not checked
         table = vocabulary.apply(table, {v: k for k, v in vocab["mapping"].items()})
     results, _ = run_checks(table, config, load_inputs(config, dataset_dir), skip=set(vocab.get("dropped", [])))
+    results += profile_checks
     if "mapping" in vocab:
         results.append(vocabulary.check_tastes_in_items(path, dataset_dir / "items.parquet"))
     return results
@@ -349,10 +359,12 @@ def build_real_users(dataset_dir: Path, config: UsersConfig, *, force: bool = Fa
     def build() -> StepRecord:
         started = time.perf_counter()
         pop = real.build_real_population(dataset_dir, settings)
+        n_items = pq.read_metadata(dataset_dir / "items.parquet").num_rows
+        users, profile, profile_checks = profiles.with_profiles(dataset_dir, pop.users, config.seed, n_items)
         write_parquet(pop.user_ratings, dataset_dir / USER_RATINGS_TABLE, USER_RATINGS)
-        write_parquet(pop.users, path, USERS)
+        write_parquet(users, path, USERS)
         seconds = time.perf_counter() - started
-        results = real_checks(dataset_dir)
+        results = real_checks(dataset_dir) + profile_checks
         from suber_data.users.plots import plot_real_population
 
         plot = plot_real_population(
@@ -371,7 +383,9 @@ def build_real_users(dataset_dir: Path, config: UsersConfig, *, force: bool = Fa
             f"{pop.stats['held_out_ratings']:,} ratings held out ({config.split} split) in {seconds:.2f} s"
         )
         extra = {"checks": [r.as_dict() for r in results], "plots": {"real_population": REAL_PLOT}, "real": pop.stats}
-        return StepRecord(counts=counts, tables=[TABLE, USER_RATINGS_TABLE], settings=config.settings(), extra=extra)
+        extra["profile_fields"] = profile
+        tables = [TABLE, USER_RATINGS_TABLE, profiles.LINKS_TABLE]
+        return StepRecord(counts=counts, tables=tables, settings=config.settings(), extra=extra)
 
     step = run_step(dataset_dir, STEP, fp, build, force=force)
     if step.skipped:
@@ -391,6 +405,11 @@ def real_checks(dataset_dir: Path) -> list[C.CheckOutcome]:
     settings = read_manifest(dataset_dir).get("steps", {}).get(STEP, {}).get("settings", {})
     outcomes = [
         real.check_split(users, user_ratings, settings),
-        real.check_persona_leak(users, user_ratings, pq.read_table(dataset_dir / "items.parquet")),
+        real.check_persona_leak(
+            users,
+            user_ratings,
+            pq.read_table(dataset_dir / "items.parquet"),
+            parquet_scale(dataset_dir / "ratings.parquet"),
+        ),
     ]
     return [o.problems_in_detail() for o in outcomes]

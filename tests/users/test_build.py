@@ -29,7 +29,9 @@ def test_build_writes_table_manifest_and_plots(tmp_path):
     # packaged inputs are named the same on every machine, never by this checkout's path
     assert manifest["sources"]["users-movies-tastes"]["url"] == "asset:users/movie_genre_prior.csv"
     assert manifest["tables"]["users.parquet"]["rows"] == 1_000
-    assert {c["name"] for c in step["checks"]} == {"age_sex_tvd", "like_rates", "occupation_rules", "name_duplicates"}
+    assert {c["name"] for c in step["checks"]} == {
+        "age_sex_tvd", "like_rates", "occupation_rules", "name_duplicates", "profile_fields", "friendship_graph"
+    }  # fmt: skip
 
     again = build_users(folder, UsersConfig(count=1_000, seed=1))
     assert again.skipped and "up to date" in again.message and again.population is None
@@ -38,8 +40,9 @@ def test_build_writes_table_manifest_and_plots(tmp_path):
     changed = build_users(folder, UsersConfig(count=1_000, seed=2))
     assert not changed.skipped
     results = check_users_dataset(folder)
-    assert [r.name for r in results] == ["age_sex_tvd", "like_rates", "occupation_rules", "name_duplicates"]
-    assert users_report(results).row_count == 4
+    names = ["age_sex_tvd", "like_rates", "occupation_rules", "name_duplicates", "profile_fields", "friendship_graph"]
+    assert [r.name for r in results] == names
+    assert users_report(results).row_count == 6
 
 
 def test_suber_profile_build_books(tmp_path, suber_lists_dir):

@@ -40,6 +40,8 @@ def test_materialize_users_with_checks(tmp_path, monkeypatch):
         "users_tastes_in_items",
         "users_real_split",  # the real population's checks: not applicable (passed) on a synthetic one
         "users_real_no_leak",
+        "users_profile_fields",  # RecAgent's profile fields and the friendship graph (suber_data/users/profiles.py)
+        "users_friendship_graph",
     }
     assert all(e.passed for e in evaluations)
 

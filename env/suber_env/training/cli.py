@@ -61,10 +61,19 @@ def train_cmd(
     engine: str = typer.Option("sb3", help="sb3 (one process) or rllib (Ray RLlib env runners; PPO or APPO)."),
     env_runners: int = typer.Option(1, help="--engine rllib: env runner actors, each with --num-envs slots."),
     ray_address: str | None = typer.Option(None, help="--engine rllib: a running Ray cluster (auto, HOST:PORT)."),
+    env: str = typer.Option("items", help="items (Items-v0: one item per step) or pages (Pages-v0: a page per step)."),
+    page_size: int = typer.Option(5, help="--env pages: items per page."),
+    chooser: str = typer.Option(
+        "oracle", help="--env pages: who picks from the pages (oracle, exposure, transformers)."
+    ),
 ) -> None:
     """Train recommenders with Stable-Baselines3 (default) or Ray RLlib on the environment."""
     from .trainer import ALGOS, TrainConfig, train
 
+    if env == "pages":
+        return _train_pages(dataset, algo, steps, seeds, num_envs, rater, chooser, page_size, out)
+    if env != "items":
+        raise _fail(f"--env {env!r} is not one of items, pages")
     if engine == "rllib":
         return _train_rllib(
             dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, env_runners, ray_address
@@ -84,6 +93,28 @@ def train_cmd(
             ran = model.num_timesteps - (0 if resume is None else model._num_timesteps_at_start)
             note = "" if ran == steps else f" (asked {steps}; whole rollouts of {num_envs} envs)"
             typer.echo(f"{a} seed {s}: {ran} steps{note} in {time.perf_counter() - t:.1f}s -> {out / a / f'seed{s}'}")
+
+
+def _train_pages(dataset, algo, steps, seeds, num_envs, rater, chooser, page_size, out) -> None:
+    from .pages import PAGE_HPARAMS
+    from .trainer import TrainConfig, train
+
+    if any(a not in PAGE_HPARAMS for a in algo):
+        raise _fail(f"--env pages trains --algo {' or '.join(PAGE_HPARAMS)} (SB3)")
+    ds = _dataset(dataset)
+    for a in algo:
+        for s in range(seeds):
+            t = time.perf_counter()
+            cfg = TrainConfig(
+                algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, env="pages", chooser=chooser,
+                env_options={"page_size": page_size},
+            )  # fmt: skip
+            typer.echo(f"pages-{a} seed {s}: training for {steps} steps ({num_envs} envs, pages of {page_size})")
+            model = train(ds, cfg, out, progress=typer.echo)
+            typer.echo(
+                f"pages-{a} seed {s}: {model.num_timesteps} steps in {time.perf_counter() - t:.1f}s "
+                f"-> {out / f'pages-{a}' / f'seed{s}'}"
+            )
 
 
 def _train_rllib(dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, runners, address) -> None:
@@ -123,6 +154,10 @@ def eval_policy_cmd(
     steps: int = typer.Option(10, help="Recommendations per user (every user, in order)."),
     rater: str = typer.Option("oracle", help="Rater name."),
     out: Path = typer.Option(Path("report"), help="Folder for report.md, learning_curves.png, genre_mix.png."),
+    env: str = typer.Option("items", help="items, or pages: page metrics of `train --env pages` models."),
+    page_size: int = typer.Option(5, help="--env pages: items per page."),
+    chooser: str = typer.Option("oracle", help="--env pages: who picks from the pages."),
+    episodes: int = typer.Option(200, help="--env pages: episodes per seed (users in turn)."),
 ) -> None:
     """Evaluate trained models and the baselines on every user; write the comparison report."""
     from .evaluate import compare, markdown_table
@@ -130,6 +165,8 @@ def eval_policy_cmd(
     from .report import write_report
     from .trainer import load_model, model_policy
 
+    if env == "pages":
+        return _eval_pages(dataset, runs, seeds, episodes, rater, chooser, page_size, out)
     ds = _dataset(dataset)
     finals = _final_models(runs)
     policies = {n: (lambda s, c=c: c(ds, s)) for n, c in BASELINES.items()}
@@ -150,4 +187,28 @@ def eval_policy_cmd(
     note += f"{ds.n_users} users x {steps} steps, seeds 0..{seeds - 1}, mean ± 95% CI over seeds."
     write_report(out, results, mix, ds, runs, note)
     typer.echo(markdown_table(results))
+    typer.echo(f"report: {out / 'report.md'}")
+
+
+def _eval_pages(dataset, runs, seeds, episodes, rater, chooser, page_size, out) -> None:
+    from .pages import compare_pages, page_runs, pages_table
+
+    ds = _dataset(dataset)
+    finals = page_runs(runs) if runs is not None else []
+    if runs is not None and not finals:
+        raise _fail(f"--runs {runs}: no pages-<algo>/seed<k>/final.zip in it; give the --out of `train --env pages`")
+    try:
+        results = compare_pages(ds, finals, list(range(seeds)), episodes, chooser, rater, page_size=page_size)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    table = pages_table(results)
+    note = (
+        f"Dataset {dataset}, pages of {page_size}, chooser {chooser}, rater {rater}, {episodes} episodes per seed, "
+        f"seeds 0..{seeds - 1}, mean ± 95% CI over seeds. picks_per_page: items picked per page shown; "
+        "pages_until_leave: pages an episode lasted (time to leave); rating_of_picks: the mean rating of the picked "
+        "items; return: the episode's summed reward."
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(f"# Page policies\n\n{note}\n\n{table}\n")
+    typer.echo(table)
     typer.echo(f"report: {out / 'report.md'}")

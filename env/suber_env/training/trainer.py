@@ -74,6 +74,8 @@ class TrainConfig:
     item_embeddings: bool = False  # policy "items": add the item embeddings to the item features
     rater: str = "oracle"
     rater_kwargs: dict = field(default_factory=dict)
+    env: str = "items"  # items (Items-v0: one item per step) | pages (Pages-v0: a page per step, training/pages.py)
+    chooser: str = "oracle"  # env "pages": which chooser picks from the pages
     env_options: dict = field(default_factory=dict)
     net_arch: tuple[int, ...] = (64,)
     checkpoint_every: int = 10_000
@@ -192,6 +194,12 @@ def train(dataset, cfg: TrainConfig, out: str | Path, resume: str | Path | None 
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
     from stable_baselines3.common.vec_env import VecNormalize
 
+    if cfg.env == "pages":
+        from .pages import train_pages
+
+        return train_pages(dataset, cfg, out, None if progress is None else _Progress(cfg.steps, progress))
+    if cfg.env != "items":
+        raise ValueError(f"env={cfg.env!r} is not one of ('items', 'pages')")
     run_dir = Path(out) / cfg.algo / f"seed{cfg.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
