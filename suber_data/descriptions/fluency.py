@@ -3,8 +3,8 @@ and no statement that contradicts the persona where a rule can see one (``checks
 
 - **Job in its frame**: each mention of a synthetic user's job follows an article, a possessive or a preposition
   ("a carpenter", "as a skilled carpenter", "with other nurses"; "retired" follows "is", "now", "a"...), and is
-  in lower case mid-sentence (acronyms such as "IT" aside); the hobby's first word likewise ("enjoys parkour",
-  not "a dream Parkour's").
+  in lower case mid-sentence (acronyms such as "IT" aside). Not the hobby: its first word may be a proper one
+  ("Nordic walking"), which a rule cannot tell from a stray capital.
 - **Whole words**: every word is a whole word of the vocabulary (``vocabulary.txt``: SmolLM2-135M's tokens that
   are a word with its leading space, lower-cased), or one of those with an inflection or a prefix ("carpenters",
   "rewatches"), or two run together ("sourdough"), or a word of the user's record (names, titles). A misspelt
@@ -132,8 +132,8 @@ def _capitalised(words: list[str]) -> bool:
 
 def frame_problems(text: str, user: Mapping) -> list[str]:
     """A synthetic user's job outside its frame (no article, possessive or preposition before it) or capitalised
-    mid-sentence; the hobby's first word capitalised mid-sentence (one problem at most)."""
-    job, hobby = str(user.get("occupation") or "").strip(), str(user.get("hobby") or "").strip()
+    mid-sentence (one problem at most)."""
+    job = str(user.get("occupation") or "").strip()
     text = "is " + text  # a synthetic user's description continues "NAME is a 34 years old man, he is"
     for match in _mentions(text, job) if job else ():
         before = text[: match.start()]
@@ -147,10 +147,6 @@ def frame_problems(text: str, user: Mapping) -> list[str]:
         if _sentence_start(before) or not framed:
             said = " ".join(_LETTERS.findall(before)[-2:] + [match.group(0)])
             return [f"job without an article or preposition: {said!r}"]
-    first = hobby.split()[0] if hobby else ""
-    for match in _mentions(text, first) if len(first) > 3 else ():
-        if not _sentence_start(text[: match.start()]) and _capitalised([match.group(0)]) and not first.isupper():
-            return [f"capitalised hobby mid-sentence: {match.group(0)!r}"]
     return []
 
 

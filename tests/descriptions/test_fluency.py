@@ -18,8 +18,6 @@ GLUED = [  # (the user's facts, the text as SmolLM2 wrote it, the problem the ch
      "a man who loves chess, he loves to talk warehouse Worker all day long.", "capitalised job mid-sentence"),
     ({**WOMAN, "occupation": "Court Reporter", "hobby": "Quilting"},
      "a woman who loves quilting, she loves to spend her days with court Reporter friends.", "capitalised job"),
-    ({**MAN, "occupation": "Carpenter", "hobby": "Parkour"},
-     "a carpenter in the city. He has a dream Parkour's adventures with his friends.", "capitalised hobby"),
     ({**MAN, "age": 19, "occupation": "student", "hobby": "Chess"},
      "a chess lover, he student to play his hobby every day after the lectures.", "job without an article"),
     ({**WOMAN, "age": 67, "occupation": "retired", "hobby": "Knitting"},
