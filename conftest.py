@@ -79,7 +79,7 @@ class _Recorder:
         own = max(0.0, report.duration - built) if report.when == "setup" else report.duration
         self.tests[report.nodeid] = round(self.tests.get(report.nodeid, 0.0) + own, 3)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self) -> None:
         recorded = _read()  # a partial run updates the times it took and keeps the others
         recorded["tests"].update(self.tests)
         recorded["fixtures"].update(self.fixtures)

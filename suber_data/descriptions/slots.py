@@ -161,8 +161,3 @@ def fill_frame(frame: str, values: Mapping[str, str]) -> tuple[Slot, ...]:
             out.append(text)
         out.append(Gap(last=i == len(pieces) - 2))
     return tuple(out)
-
-
-def written_text(slots: tuple[Slot, ...]) -> str:
-    """The program's part of a description (the gaps left empty): what the template backend and tests read."""
-    return " ".join(s for s in slots if isinstance(s, str))
