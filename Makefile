@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test interop rllib bench gpu-bench gpu-prepare lint clean env-fixtures
+.PHONY: venv demo test check interop rllib bench gpu-bench gpu-prepare lint clean env-fixtures
 
 # `make venv` (and `make test`): everything, the test tools, the Dagster UI and llama.cpp's server included.
 venv: $(STAMP)
@@ -42,8 +42,19 @@ demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 	$(BIN)/suber-env episode data/movies/sample --steps 8 --seed 0
 	$(BIN)/suber-env episode data/books/books-sample --steps 8 --seed 0
 
+# The whole suite on every core (pytest-xdist: the Ray and llama.cpp tests share one worker, the benchmarks' smoke
+# runs another; see their xdist_group marks), the 30 slowest listed at the end. Each test's time goes into
+# tests/durations.json, which `make check` selects by.
+PYTEST_PARALLEL := -n auto --dist loadgroup
 test: venv
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_PARALLEL) --durations=30 --record-durations
+
+# The inner loop (under 3 minutes): ruff, then the tests that took under 3 s each in the last full run, fixtures
+# included (conftest.py); CI keeps running everything.
+check: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_PARALLEL) --quick -q
 
 # The datasets the env's tests run on (env/tests/data/), written anew by the real builder; the main suite fails
 # when they are stale (tests/test_env_fixtures.py).

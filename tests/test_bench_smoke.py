@@ -61,6 +61,8 @@ NEEDS = {
     "bench_books_ingest": SHARED_DATA / "books_sources" / "Books_rating_head.csv",
 }
 CONCURRENCY = 3
+# One worker runs the whole module: its fixture starts every selected benchmark of the session at once.
+pytestmark = pytest.mark.xdist_group("bench")
 TIMEOUT = 600  # seconds, per benchmark
 
 

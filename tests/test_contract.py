@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +19,8 @@ import pyarrow.parquet as pq  # noqa: E402
 from suber_env import _read, _schema  # noqa: E402
 
 from suber_data.artifacts import schemas  # noqa: E402
-from tests.test_seam import build_sample  # noqa: E402
+from tests.support.shared_build import read_only  # noqa: E402
+from tests.test_seam import shared_sample  # noqa: E402
 
 MIRRORS = {  # file -> (the env's copy, the builder's schema)
     "items.parquet": (_schema.MOVIE_ITEM_COLUMNS, schemas.MOVIE_ITEMS),
@@ -114,8 +116,8 @@ def test_env_reads_embeddings_of_the_builder_schema(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def built_sample(tmp_path_factory) -> Path:
-    return build_sample(tmp_path_factory.mktemp("contract"), "template")
+def built_sample(tmp_path_factory) -> Iterator[Path]:
+    yield from read_only(shared_sample(tmp_path_factory, "template"))
 
 
 def test_a_built_folder_validates(built_sample):

@@ -13,15 +13,15 @@ import pytest
 from suber_env.evaluation import evaluate
 
 from tests.support.completions_server import CompletionsServer
-from tests.support.sample_dataset import build_sample
+from tests.support.sample_dataset import shared_sample
+from tests.support.shared_build import read_only
 
 OPENAI = dict(suite=("similarity",), pairs=40, block_size=4, controls=(), model="m", max_batch=4, max_attempts=1)
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        return build_sample(tmp_path_factory.mktemp("built"), mp)
+    yield from read_only(shared_sample(tmp_path_factory))
 
 
 def metrics(out: Path) -> dict:

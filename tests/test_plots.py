@@ -12,6 +12,7 @@ import re
 import struct
 import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
 from xml.etree import ElementTree
@@ -55,7 +56,8 @@ from suber_data.users.checks import rate_intervals, score_interval
 from suber_data.users.plots import age_groups
 from tests.descriptions.helpers import write_users
 from tests.descriptions.openai_server import OpenAIServer
-from tests.test_seam import BIN, _offline_env, build_sample
+from tests.support.shared_build import read_only
+from tests.test_seam import BIN, _offline_env, shared_sample
 
 # step -> the plots it records (name -> file), the same for both domains
 EXPECTED = {
@@ -105,9 +107,11 @@ def materialize_books(data: Path) -> Path:
 
 
 @pytest.fixture(scope="module", params=["movies", "books"])
-def built(request, tmp_path_factory) -> Path:
-    data = tmp_path_factory.mktemp(f"plots-{request.param}")
-    return build_sample(data, "template", "movies") if request.param == "movies" else materialize_books(data)
+def built(request, tmp_path_factory) -> Iterator[Path]:
+    if request.param == "movies":  # the CLI's build, shared with the seam and contract tests
+        yield from read_only(shared_sample(tmp_path_factory, "template"))
+    else:  # materialized here: the tests read what each asset's materialization carried
+        yield materialize_books(tmp_path_factory.mktemp("plots-books"))
 
 
 def _manifest(folder: Path) -> dict:

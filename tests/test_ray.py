@@ -31,7 +31,8 @@ from tests.support.loopback import closed_port  # noqa: E402
 from tests.support.ray_cluster import loopback_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+# the run's Ray and llama.cpp tests share one pytest-xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 
 @pytest.fixture(scope="module")

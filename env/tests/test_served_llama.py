@@ -16,11 +16,12 @@ import time
 
 import numpy as np
 import pytest
-from conftest import SMOLLM2_GGUF, smollm2_dir
 from llama_servers import answered, free_port, start_server, stop_server
 from suber_env import OpenAIRater, Rater, Ratings
+from suber_env_testdata import SMOLLM2_GGUF, smollm2_dir
 
-pytestmark = pytest.mark.slow
+# the run's Ray and llama.cpp tests share one pytest-xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 httpx = pytest.importorskip("httpx")
 
 

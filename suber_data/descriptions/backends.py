@@ -19,6 +19,7 @@ from pathlib import Path
 from suber_data.descriptions.base import Backend, BackendInfo, Output
 from suber_data.descriptions.program import FIXED_GROUNDED, Decoding, Request, is_real, user_values
 from suber_data.descriptions.settings import DEFAULTS, DescriptionSettings
+from suber_data.descriptions.slots import sentence_case
 from suber_data.descriptions.templates import TEMPLATE_DIR, fill
 from suber_data.errors import SuberDataError
 from suber_data.resources import asset_path
@@ -135,7 +136,8 @@ class TemplateBackend:
                 out.append(Output(text, {c.name: c.options[0] for c in request.choices}, time.perf_counter() - start))
                 continue
             values["his_her"] = "his" if request.user["sex"] == "M" else "her"
-            values["occupation"] = values["occupation"].lower()
+            values["occupation"] = sentence_case(values["occupation"], every_word=True)  # as the frames write them
+            values["hobby"] = sentence_case(values["hobby"], every_word=False)
             text = fill(self.sections.get(request.variant) or self.sections["plain"], values)
             choices = {c.name: c.options[0] for c in request.choices}
             out.append(Output(text, choices, time.perf_counter() - start))

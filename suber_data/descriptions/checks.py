@@ -1,8 +1,9 @@
 """Quality checks of generated descriptions: per row, then across rows (near-duplicates by MinHash).
 
-Each check returns the list of problems found (empty = the description passes). Problems are short
-strings such as ``"pronouns: uses 'she' for a man"``: they go into the store, the asset check and the CLI
-summary, so a failure is always reported with its reason.
+The fluency rules (a job in its grammatical frame, whole words of the vocabulary, no statement against the
+persona) are in ``fluency.py``. Each check returns the list of problems found (empty = the description
+passes). Problems are short strings such as ``"pronouns: uses 'she' for a man"``: they go into the store, the
+asset check and the CLI summary, so a failure is always reported with its reason.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from suber_data.descriptions.fluency import fluency_problems
 
 _WORD = re.compile(r"[a-z0-9]+")
 _MALE = {"he", "him", "his", "himself"}
@@ -108,7 +111,7 @@ def check_row(description: str, user: Mapping, bounds: Bounds = Bounds()) -> lis
     leaked = [marker for marker in _LEAKS if marker in low]
     if leaked:
         problems.append(f"template text leaked: {leaked[0]!r}")
-    return problems + repetition_problems(text) + glue_problems(text, user)
+    return problems + repetition_problems(text) + glue_problems(text, user) + fluency_problems(text, user)
 
 
 # --------------------------------------------------------------------------- loops and glued words
@@ -218,7 +221,7 @@ def check_real_row(text: str, user: Mapping) -> list[str]:
     leaked = [marker for marker in _LEAKS + _REAL_LEAKS if marker in low]
     if leaked:
         problems.append(f"template text leaked: {leaked[0]!r}")
-    return problems + repetition_problems(rest) + glue_problems(text, user)
+    return problems + repetition_problems(rest) + glue_problems(text, user) + fluency_problems(text, user)
 
 
 def held_out_leaks(

@@ -8,7 +8,8 @@ import functools
 import re
 from collections.abc import Mapping
 
-from suber_data.descriptions.program import Choice, Decoding, Request, forced_strings, is_real
+from suber_data.descriptions.program import Choice, Decoding, Free, Request, forced_strings, is_real
+from suber_data.descriptions.slots import Gap, Slot
 
 # What the checks forbid, made impossible in the free spans of the description (see docs/descriptions.md):
 # the other sex's pronouns (both sexes' for a real user whose gender is not recorded: the text says "they"),
@@ -55,6 +56,11 @@ def _word_except(banned: frozenset[str], stems: frozenset[str] = frozenset()) ->
     return "(" + "|".join(branches) + ")" if branches else None
 
 
+def _nonempty(word: str) -> str:
+    """``_word_except``'s regex without its empty word: a word is never empty."""
+    return f"({word[2:-1]})" if word.startswith("(|") else word
+
+
 @functools.lru_cache(maxsize=4096)
 def span_regex(
     sex: str, min_words: int = 1, *, opening: bool = False, avoid: tuple[str, ...] = (), extend: tuple[str, ...] = ()
@@ -67,9 +73,37 @@ def span_regex(
     banned = frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS + avoid)
     stems = frozenset(avoid) | frozenset(w + c for w in extend + _UNEXTENDED if w not in avoid for c in _ALNUM)
     word = _word_except(banned, stems)
-    word = f"({word[2:-1]})" if word.startswith("(|") else word  # a word is never empty
+    word = _nonempty(word)
     lead = "*" if opening else "+"
     return f"{_SEPARATORS}{lead}{word}({_SEPARATORS}+{word}){{{min_words - 1},}}{_SEPARATORS}*"
+
+
+@functools.lru_cache(maxsize=64)
+def clause_regex(sex: str) -> str:
+    """A gap inside a frame: nothing, or words after a space (a comma may open it), no sentence punctuation, so that
+    the model ends the clause by writing the punctuation the frame's next text starts with."""
+    word = _nonempty(_word_except(frozenset(_OTHER_PRONOUNS[sex] + _BANNED_WORDS), frozenset()))
+    return f"(,? {word}([ '\\-]+{word})*)?"
+
+
+def slotted_program(user: Mapping, slots: tuple[Slot, ...], decoding: Decoding):
+    """The description as its frame says: the written text (the user's facts in their sentences) verbatim, the
+    model's clauses between them, then the open rest of the description and the line's end."""
+    from guidance import gen
+
+    sex = pronoun_sex(user)
+    inner = max(12, decoding.max_tokens // 10)
+    last = max(16, decoding.max_tokens // 2)
+    program = None
+    for slot in slots:
+        if isinstance(slot, Gap) and slot.last:
+            node = gen(regex=span_regex(sex, 6), max_tokens=last, temperature=decoding.temperature)
+        elif isinstance(slot, Gap):
+            node = gen(regex=clause_regex(sex), max_tokens=inner, temperature=decoding.temperature)
+        else:
+            node = slot
+        program = node if program is None else program + node
+    return program + "\n"
 
 
 def _first_word(text: str) -> tuple[str, ...]:
@@ -138,6 +172,8 @@ def guidance_program(request: Request, decoding: Decoding):
             node = part
         elif isinstance(part, Choice):
             node = select(list(part.options), name=part.name)
+        elif isinstance(part, Free) and part.slots:
+            node = slotted_program(request.user, part.slots, decoding)
         else:
             node = description_program(request.user, decoding)
         program = node if program is None else program + node

@@ -14,7 +14,6 @@ rerun and on Ray workers. Finished sequences leave the batch (their cache rows a
 from __future__ import annotations
 
 import copy
-import functools
 import os
 import time
 from collections.abc import Callable
@@ -24,38 +23,15 @@ from pathlib import Path
 
 import torch
 
+from suber_data.descriptions import decoding_aids
 from suber_data.descriptions.base import BackendInfo, Output
+from suber_data.descriptions.decoding_aids import RepeatGuard, ban_repeats
 from suber_data.descriptions.grammar import guidance_program, parse_output
-from suber_data.descriptions.program import Choice, Decoding, Request, forced_strings, is_real
+from suber_data.descriptions.program import Choice, Decoding, Free, Request, forced_strings, is_real
 from suber_data.errors import SuberDataError
 from suber_data.progress import without_bars
 
 VICUNA_ROLES = ("USER: ", " ASSISTANT: ")  # SUBER's Vicuna roles: no system prompt
-# No run of this many tokens is sampled twice in one sequence: small models loop ("He has a daughter. He has a
-# daughter."), and no grammar of a reasonable size forbids a repeated run. Five tokens end a repeated sentence of
-# three words at its full stop and any repeated run of six one-token words (checks.RUN_WORDS) before its end.
-NO_REPEAT_TOKENS = 5
-
-
-class RepeatGuard:
-    """The tokens that would close a run of ``n`` tokens already in the sequence (prompt excluded)."""
-
-    def __init__(self, n: int = NO_REPEAT_TOKENS):
-        self.n = n
-        self.tokens: list[int] = []
-        self.next: dict[tuple[int, ...], set[int]] = {}
-
-    def add(self, tokens: list[int]) -> None:
-        for token in tokens:
-            self.tokens.append(token)
-            if len(self.tokens) >= self.n:
-                head = tuple(self.tokens[-self.n : -1])
-                self.next.setdefault(head, set()).add(token)
-
-    def banned(self) -> set[int]:
-        if len(self.tokens) < self.n - 1:
-            return set()
-        return self.next.get(tuple(self.tokens[len(self.tokens) - self.n + 1 :]), set())
 
 
 def pick_device(device: str | None = None) -> str:
@@ -184,7 +160,7 @@ class LocalBackend:
     ) -> list[Output]:
         grammars = [self.grammar(r, decoding) for r in requests]
         limit = decoding.max_tokens + max(_fixed_chars(r) for r in requests) + 16
-        limit += 3 * 8  # each of the description's three spans has a budget of at least 8 tokens
+        limit += 5 * 12  # each of the description's spans (up to five in a frame) has a budget of 8 to 12 tokens
         prompts = [self.prompt_parts(r) for r in requests]
         runs = self.run_programs(prompts, grammars, seeds, decoding.temperature, limit, finished)
         outputs = []
@@ -224,7 +200,7 @@ class LocalBackend:
         # One generator per sequence, on the model's device (noise is drawn where the logits are).
         generators = [torch.Generator(device=self.device).manual_seed(int(s)) for s in seeds]
         cache, logits, attn, next_pos = self._prefill(prompts)
-        _make_room(cache, min(max_steps, ROOM))
+        decoding_aids.make_room(cache, min(max_steps, decoding_aids.ROOM))
         active = list(range(n))  # batch row -> sequence index
         tokens: list[list[int]] = [[] for _ in range(n)]
         finished_at = [0.0] * n
@@ -316,7 +292,7 @@ class LocalBackend:
         bits = torch.arange(32, dtype=torch.int32, device=dev)
         packed = mask.to(dev, non_blocking=True)
         allowed = ((packed.unsqueeze(-1) >> bits) & 1).bool().reshape(len(rows_of), -1)[:, : self.vocab]
-        _ban_repeats(allowed, [guard for _, guard, _ in rows_of])
+        ban_repeats(allowed, [guard for _, guard, _ in rows_of])
         generators = [g for _, _, g in rows_of]
         scores = logits.float()
         if scores.shape[1] > self.vocab:
@@ -375,73 +351,6 @@ class LocalBackend:
         return copy.deepcopy(cache), length
 
 
-def _ban_repeats(allowed: torch.Tensor, guards: list[RepeatGuard]) -> None:
-    """Take out of each row of ``allowed`` the tokens its guard bans, unless that would leave the row nothing (the
-    program then needs one of them: the checks and the retry are the second line). On ``allowed``'s device, with no
-    wait for it."""
-    rows, cols = [], []
-    for i, guard in enumerate(guards):
-        banned = [t for t in guard.banned() if t < allowed.shape[1]]
-        rows += [i] * len(banned)
-        cols += banned
-    if not rows:
-        return
-    dev = allowed.device
-    hit = torch.tensor(sorted(set(rows)), dtype=torch.long, device=dev)
-    kept = allowed.clone()
-    kept[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)] = False
-    keep = kept[hit].any(dim=-1)  # a row left with nothing keeps its banned tokens
-    allowed[hit] = torch.where(keep[:, None], kept[hit], allowed[hit])
-
-
-ROOM = 128  # tokens of room a batch's cache gets at a time
-
-
-def _make_room(cache, room: int) -> None:
-    """Give the cache's plain layers buffers with ``room`` tokens to grow into, in place."""
-    from transformers.cache_utils import DynamicLayer
-
-    for i, layer in enumerate(cache.layers):
-        if type(layer) is DynamicLayer and layer.is_initialized:
-            cache.layers[i] = _roomy_layer_class()(layer.keys, layer.values, room)
-
-
-@functools.cache
-def _roomy_layer_class():
-    """Made on first use, as transformers is imported lazily."""
-    from transformers.cache_utils import DynamicLayer
-
-    class RoomyLayer(DynamicLayer):
-        """Keys and values in buffers with room for the tokens to come: a decoding step writes its tokens in place,
-        where DynamicLayer concatenates (copying the whole cache, every layer, every step: a quarter of the GPU's
-        time in a 7B batch of 128 on an H200). Dropping finished rows copies only the filled part."""
-
-        def __init__(self, keys, values, room: int):
-            super().__init__()
-            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
-            self._fill(keys, values, room)
-
-        def _fill(self, keys, values, room: int) -> None:
-            b, h, n, d = keys.shape
-            self._k, self._v = keys.new_empty((b, h, n + room, d)), values.new_empty((b, h, n + room, d))
-            self._k[:, :, :n], self._v[:, :, :n] = keys, values
-            self.keys, self.values = self._k[:, :, :n], self._v[:, :, :n]
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            n, t = self.keys.shape[-2], key_states.shape[-2]
-            if n + t > self._k.shape[-2]:
-                self._fill(self.keys, self.values, max(t, ROOM))
-            self._k[:, :, n : n + t], self._v[:, :, n : n + t] = key_states, value_states
-            self.keys, self.values = self._k[:, :, : n + t], self._v[:, :, : n + t]
-            return self.keys, self.values
-
-        def batch_select_indices(self, indices) -> None:
-            room = self._k.shape[-2] - self.keys.shape[-2]
-            self._fill(self.keys.index_select(0, indices), self.values.index_select(0, indices), room)
-
-    return RoomyLayer
-
-
 @dataclass
 class Run:
     tokens: list[int]
@@ -459,5 +368,7 @@ def _fixed_chars(request: Request) -> int:
             total += len(part.encode())
         elif isinstance(part, Choice):
             total += max(len(o.encode()) for o in part.options)
+        elif isinstance(part, Free):  # the frame's written text (slots.py)
+            total += sum(len(s.encode()) for s in part.slots if isinstance(s, str))
     forced = forced_strings(request.user)  # the description's forced strings, and the spaces around them
     return total + sum(len(s.encode()) for s in forced) + 8

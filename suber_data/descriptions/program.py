@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from suber_data.artifacts.manifest import fingerprint
+from suber_data.descriptions.slots import Slot, choose_frame, fill_frame, slot_values
 from suber_data.descriptions.templates import TEMPLATE_DIR, Gen, Literal, Select, Template, fill
 
 DESCRIPTION = "description"
@@ -28,6 +29,7 @@ class Choice:
 @dataclass(frozen=True)
 class Free:
     name: str
+    slots: tuple[Slot, ...] = ()  # the user's frame (slots.py): written facts and gaps; () lets the model place them
 
 
 Part = str | Choice | Free
@@ -241,6 +243,13 @@ def attempt_seed(key: str, attempt: int) -> int:
     return int(hashlib.sha256(f"{key}/{attempt}".encode()).hexdigest()[:15], 16)
 
 
+def user_slots(user: Mapping, template: Template, decoding: Decoding) -> tuple[Slot, ...]:
+    """The user's frame of the template, filled with their facts (() when the template has no frame for them)."""
+    values = slot_values(user)
+    frame = choose_frame(template.frames, user, values, decoding.seed)
+    return fill_frame(frame, values) if frame else ()
+
+
 def build_request(
     user: Mapping, variant: str, template: Template, *, backend: str, model: str, revision: str | None,
     decoding: Decoding,
@@ -257,7 +266,7 @@ def build_request(
                 raise ValueError(f"user {user['user_id']}: no {segment.field} values to choose from")
             pieces.append(Choice(segment.name, options))
         elif isinstance(segment, Gen):
-            pieces.append(Free(segment.name))
+            pieces.append(Free(segment.name, user_slots(user, template, decoding)))
     # The model writes nothing before the first choice: that text goes into the prompt. Its trailing
     # whitespace stays in the program, so the model may write it together with the next word (as tokenizers
     # attach a leading space to words).

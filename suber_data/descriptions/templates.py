@@ -1,9 +1,10 @@
 """Prompt templates for user descriptions: files in ``assets/prompts/descriptions/``, parsed into programs.
 
-A template has a ``[user]`` section (the instruction) and an ``[assistant]`` section (the start of the
-answer). In the assistant section ``{field}`` is a user attribute, ``{{select NAME FIELD}}`` a constrained
-choice among the values of the list attribute FIELD, and ``{{gen NAME}}`` free text (sampled, stopped at
-the end of the line). The assistant section must end with ``{{gen description}}``.
+A template has a ``[user]`` section (the instruction), an ``[assistant]`` section (the start of the
+answer) and an optional ``[frames]`` section: the sentences the program writes around the user's facts, one
+plan a line (see ``slots.py``). In the assistant section ``{field}`` is a user attribute,
+``{{select NAME FIELD}}`` a constrained choice among the values of the list attribute FIELD, and ``{{gen NAME}}``
+free text (sampled, stopped at the end of the line). The assistant section must end with ``{{gen description}}``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from suber_data.descriptions.slots import frame_problem
 from suber_data.errors import InputError
 from suber_data.resources import asset_path
 
@@ -55,6 +57,7 @@ class Template:
     sha256: str
     user: str  # instruction with {field} placeholders
     assistant: tuple[Segment, ...]  # literals still hold {field} placeholders
+    frames: tuple[str, ...] = ()  # the description's sentence plans (slots.py); none: the model places the facts
 
 
 def _fail(path: Path, message: str) -> InputError:
@@ -69,7 +72,7 @@ def parse_template(path: Path, variant: str | None = None) -> Template:
     current: str | None = None
     for line in lines:
         header = line.strip()
-        if header in ("[user]", "[assistant]"):
+        if header in ("[user]", "[assistant]", "[frames]"):
             current = header[1:-1]
             if current in sections:
                 raise _fail(path, f"section {header} appears twice")
@@ -111,12 +114,18 @@ def parse_template(path: Path, variant: str | None = None) -> Template:
             if field not in FIELDS + REAL_FIELDS:
                 known = ", ".join(FIELDS + REAL_FIELDS)
                 raise _fail(path, f"unknown placeholder {{{field}}}; known: {known}")
+    frames = tuple(line.strip() for line in sections.get("frames", []) if line.strip())
+    for frame in frames:
+        problem = frame_problem(frame)
+        if problem:
+            raise _fail(path, f"[frames]: {problem}: {frame[:60]!r}")
     return Template(
         variant=variant or path.stem,
         path=path,
         sha256=hashlib.sha256(raw).hexdigest(),
         user=user,
         assistant=tuple(segments),
+        frames=frames,
     )
 
 

@@ -16,11 +16,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-_WORDS = (
-    "maps lanterns harbour violin bread tides orchard kites clocks ferns chalk compass lighthouse marmalade "
-    "puzzles radios rivers sketches tea trains tulips weather wool almanacs beetles bicycles canals chutney "
-    "comets dunes embers fountains gables hedges islands jam kettles ladders meadows mosaics nettles oars "
-    "pebbles quilts reeds saddles thimbles umbrellas vines walnuts yarn zithers"
+_WORDS = (  # words of the fluency check's vocabulary (fluency.py), as a real model's answers mostly are
+    "maps lanterns harbour violin bread tides orchard kites clocks ferns chalk compass lighthouse honey "
+    "puzzles radios rivers sketches tea trains tulips weather wool calendars beetles bicycles canals soup "
+    "comets dunes embers fountains gables hedges islands jam kettles ladders meadows mosaics nettles boats "
+    "pebbles quilts reeds saddles buttons umbrellas vines walnuts yarn guitars"
 )
 WORDS = _WORDS.split(" ")
 

@@ -59,9 +59,15 @@ def test_loops_are_named():
 
 def test_forced_words_run_into_the_text_are_named():
     glued = check_row("a carpenterhazardouscrazyperson who loves bushcraft and the quiet woods at night.", CARPENTER)
-    assert glued == ["glued: 'carpenterhazardouscrazyperson' runs 'Carpenter' into the letters beside it"]
+    assert glued == [
+        "glued: 'carpenterhazardouscrazyperson' runs 'Carpenter' into the letters beside it",
+        "not a word of the vocabulary: 'carpenterhazardouscrazyperson'",
+    ]
     his = "a carpenter who loves the woods. His hobby is Bushcraftan and it fills his weekends."
-    assert check_row(his, CARPENTER) == ["glued: 'Bushcraftan' runs 'Bushcraft' into the letters beside it"]
+    assert check_row(his, CARPENTER) == [
+        "glued: 'Bushcraftan' runs 'Bushcraft' into the letters beside it",
+        "not a word of the vocabulary: 'Bushcraftan'",
+    ]
     assert any(p.startswith("glued") for p in check_row("a woodcarpenter " + KIND[2:], CARPENTER))
     # other forms of the word are not glue, nor a short string inside a longer word
     forms = "a carpenter among carpenters who loves bushcrafting and bushcraft weekends with his friends."

@@ -125,9 +125,8 @@ def _repeated_run(tokens: list[int], n: int) -> tuple[int, ...] | None:
 def test_no_run_of_tokens_is_sampled_twice(tiny):
     """Greedy decoding of a random model loops at once; the engine never samples a run of NO_REPEAT_TOKENS tokens
     a second time (issue 25, item 9), while the program still holds."""
-    from suber_data.descriptions import local
+    from suber_data.descriptions.decoding_aids import NO_REPEAT_TOKENS as n
 
-    n = getattr(local, "NO_REPEAT_TOKENS", 5)
     runs = run(tiny, guidance.gen("text", regex=r"[a-z ]+", max_tokens=80) + "\n", temperature=0.0, max_steps=100)
     for r in runs:
         assert r.error is None and re.fullmatch(r"[a-z ]+\n", r.text), r.text
@@ -138,15 +137,15 @@ def test_no_run_of_tokens_is_sampled_twice(tiny):
 def test_cache_buffers_grow_and_drop_rows_with_the_same_texts(tiny, monkeypatch):
     """The decoding cache writes each step into preallocated room (grown when it runs out, re-cut when finished
     rows leave); the texts are those of transformers' own concatenating cache."""
-    from suber_data.descriptions import local
+    from suber_data.descriptions import decoding_aids
 
     grammars = [guidance.gen("text", stop="\n", max_tokens=m).ll_grammar() for m in (5, 12, 30, 8, 20, 3)]
     prompts = [("USER: go ASSISTANT:", "Text:"), ("USER: other ASSISTANT:", "Longer tail here:")] * 3
     args = (prompts, grammars, [7, 8, 9, 10, 11, 12], 1.0, 40)
-    monkeypatch.setattr(local, "ROOM", 2)  # room for 2 tokens: it runs out again and again
+    monkeypatch.setattr(decoding_aids, "ROOM", 2)  # room for 2 tokens: it runs out again and again
     roomy = tiny.run_programs(*args)
     assert len({len(r.tokens) for r in roomy}) > 1  # rows ended at different steps and left the batch
-    monkeypatch.setattr(local, "_make_room", lambda cache, room: None)
+    monkeypatch.setattr(decoding_aids, "make_room", lambda cache, room: None)
     plain = tiny.run_programs(*args)
     assert [r.text for r in roomy] == [r.text for r in plain]
 
@@ -154,7 +153,7 @@ def test_cache_buffers_grow_and_drop_rows_with_the_same_texts(tiny, monkeypatch)
 def test_repeat_ban_keeps_a_row_its_only_token():
     import torch
 
-    from suber_data.descriptions.local import RepeatGuard, _ban_repeats
+    from suber_data.descriptions.decoding_aids import RepeatGuard, ban_repeats
 
     guards = [RepeatGuard(2), RepeatGuard(2), RepeatGuard(2)]
     for guard in guards:
@@ -164,7 +163,7 @@ def test_repeat_ban_keeps_a_row_its_only_token():
     allowed[1, 4] = True  # 4 is all there is: it stays
     allowed[2, 6] = True  # nothing banned is allowed anyway
     guards[2].tokens = guards[2].tokens[:1]  # and this guard bans nothing yet
-    _ban_repeats(allowed, guards)
+    ban_repeats(allowed, guards)
     assert allowed[0].nonzero().flatten().tolist() == [5]
     assert allowed[1].nonzero().flatten().tolist() == [4]
     assert allowed[2].nonzero().flatten().tolist() == [6]
@@ -176,9 +175,9 @@ def test_roomy_cache_gives_the_logits_of_transformers_cache(tiny, monkeypatch):
     import torch
     from transformers import DynamicCache
 
-    from suber_data.descriptions import local
+    from suber_data.descriptions import decoding_aids
 
-    monkeypatch.setattr(local, "ROOM", 3)
+    monkeypatch.setattr(decoding_aids, "ROOM", 3)
     model, vocab = tiny.model, len(tiny.tokenizer)
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(2, vocab, (4, 6), generator=gen)
@@ -186,7 +185,7 @@ def test_roomy_cache_gives_the_logits_of_transformers_cache(tiny, monkeypatch):
     with torch.inference_mode():
         for cache in (plain, roomy):
             model(input_ids=ids, past_key_values=cache, use_cache=True)
-        local._make_room(roomy, 2)
+        decoding_aids.make_room(roomy, 2)
         rows = 4
         for step in range(6):
             if step == 2:  # rows 0 and 2 finish: the others go on, in a new order

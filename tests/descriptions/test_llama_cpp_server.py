@@ -16,7 +16,8 @@ from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.checks import check_row
 from tests.descriptions.helpers import users_table, write_users
 
-pytestmark = pytest.mark.slow
+# the run's Ray and llama.cpp tests share one pytest-xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 
 def _free_port() -> int:

@@ -79,3 +79,11 @@ def test_smollm2_describes_real_users_of_the_sample(tmp_path, smollm2):
         assert user["favourites"][0].lower() in row["description"].lower()
         assert not held_out_mentions(row["description"], *titles[row["user_id"]])
     assert description_quality(folder).passed
+
+
+def test_the_packaged_vocabulary_is_smollm2s_whole_words(smollm2):
+    """vocabulary.txt (the fluency check's words) is what ``vocabulary_from_tokenizer`` reads from SmolLM2's tokenizer:
+    regenerate it with ``fluency.write_vocabulary(tokenizer, path)`` when the model changes."""
+    from suber_data.descriptions.fluency import vocabulary, vocabulary_from_tokenizer
+
+    assert vocabulary_from_tokenizer(smollm2.tokenizer) == sorted(vocabulary())

@@ -53,7 +53,7 @@ def test_changed_user_regenerates_only_that_user(tmp_path):
     result = generate_descriptions(tmp_path, backend="template")
     assert (result.generated, result.reused) == (1, 5)
     out = pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist()
-    assert "Kayaking" in out[2]["description"] and len(out) == 6
+    assert "kayaking" in out[2]["description"] and len(out) == 6  # mid-sentence: in lower case, as frames write it
 
 
 def test_books_variant(tmp_path):

@@ -19,3 +19,16 @@ def build_sample(data: Path, monkeypatch) -> Path:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return data / "movies" / "sample"
+
+
+def shared_sample(tmp_path_factory) -> Path:
+    """``build_sample``'s folder, built once per test run and shared by the tests that only read it."""
+    import pytest
+
+    from tests.support.shared_build import built_once
+
+    def build(data: Path) -> Path:
+        with pytest.MonkeyPatch.context() as mp:
+            return build_sample(data, mp)
+
+    return built_once(tmp_path_factory, "movies-template-no-embeddings", build)
