@@ -353,15 +353,3 @@ def _ratings(dataset_dir: Path, spec: CorpusSpec, path: Path) -> StepRecord:
         tables=["ratings.parquet"],
         extra={**scale.record(), "special_values": special_rows},
     )
-
-
-def build_corpus(dataset_dir: str | Path, spec: CorpusSpec, *, progress: bool | None = None) -> list[StepResult]:
-    """Every corpus step in order (the library path the Dagster assets call one by one)."""
-    dataset_dir = Path(dataset_dir)
-    sources = fetch_sources(spec, progress=progress)
-    steps = [build_items(dataset_dir, spec, sources), build_ratings(dataset_dir, spec, sources)]
-    if spec.random_ratings:  # its module builds on this one
-        from suber_data.corpus.random_exposure import build_random_ratings
-
-        steps.append(build_random_ratings(dataset_dir, spec, sources))
-    return steps

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from suber_data.corpus.layouts import ID, LAYOUT_KEYS, LAYOUTS, MATRIX_COLUMNS, Layout
-from suber_data.corpus.spec import FILE_KEYS, RATING_KEYS, FileSpec, _columns, _fail, _file, _Reader
+from suber_data.corpus.toml_tables import FILE_KEYS, RATING_KEYS, FileSpec, _columns, _fail, _file, _Reader
 
 USER_COLUMN_KEYS = ("id", "sex", "age", "age_group", "occupation")
 USER_KEYS = FILE_KEYS | LAYOUT_KEYS | {*USER_COLUMN_KEYS, "sex_values", "facts"}
