@@ -88,14 +88,18 @@ def _panel(res: dict) -> list[str]:
     sims = list(res["simulators"])
     cols = [(p, m) for p in ("R", "A") if p in res["real"] for m in ("mean_rating", "hit_rate")]
     head = "| recommender | flags | " + " | ".join(f"real {p} {m}" for p, m in cols) + " | "
+    head += f"real {cols[0][0]} minus popularity | " if cols else ""
     head += " | ".join(f"sim {cols[0][0]}: {s}" for s in sims) + " |" if cols else ""
-    lines = [head, "|" + "---|" * (2 + len(cols) + len(sims))]
+    lines = [head, "|" + "---|" * (3 + len(cols) + len(sims))]
     for rec in res["panel"]:
         n = rec["name"]
         flags = [f for f, on in (("rater inputs", rec["reads_rater_inputs"]), ("anti", rec["anti"])) if on]
         flags += ["unchecked"] if rec["leak"] == "unchecked" else []
         cells = [_f(_get(res["real"], p, m, n), False, 3) + (_ci(_get(res["real"], p, "mean_rating_ci95", n) or
                  [None, None]) if m == "mean_rating" else "") for p, m in cols]  # fmt: skip
+        if cols:
+            d = _get(res["real"], cols[0][0], "minus_popularity", n)
+            cells.append(f"{_f(d['difference'], True, 3)}{_ci(d['ci95'])}" if d else "n/a")
         cells += [_f(_get(res["simulators"][s], "agreement", cols[0][0], "sim_scores", n), False, 3) for s in sims]
         lines.append(f"| {n} | {', '.join(flags)} | " + " | ".join(cells) + " |")
     return lines

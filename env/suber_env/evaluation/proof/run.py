@@ -199,9 +199,16 @@ def run_proof(
         results[name]["seconds"] = time.perf_counter() - t
     real = {p: {m: dict(zip(pk.names, v.mean(axis=0), strict=True)) for m, v in pk.real_scores().items()}
             for p, pk in ctx.picks.items()}  # fmt: skip
-    for p, rs in ctx.resamplers.items():  # each recommender's real score with its two-way bootstrap interval
-        boot = rs.real_means()
-        real[p]["mean_rating_ci95"] = {n: interval(boot[:, j]) for j, n in enumerate(ctx.picks[p].names)}
+    for p, rs in ctx.resamplers.items():  # each recommender's real score with its two-way bootstrap interval,
+        boot, names = rs.real_means(), ctx.picks[p].names  # and its paired difference with popularity
+        real[p]["mean_rating_ci95"] = {n: interval(boot[:, j]) for j, n in enumerate(names)}
+        if "popularity" in names:
+            pop = names.index("popularity")
+            real[p]["minus_popularity"] = {
+                n: {"difference": real[p][PRIMARY][n] - real[p][PRIMARY]["popularity"],
+                    "ci95": interval(boot[:, j] - boot[:, pop])}
+                for j, n in enumerate(names)
+            }  # fmt: skip
     proto = {
         "k": ctx.k,
         "seed": ctx.seed,
