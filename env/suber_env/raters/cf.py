@@ -1,0 +1,137 @@
+"""The ``cf`` rater: collaborative filtering fitted on the users' own history, the honest baseline an LLM rater
+has to beat.
+
+A biased matrix factorisation (cornac's ``MF``: global mean + user and item offsets + a dot product of latent
+factors, trained by SGD in its compiled backend) is fitted on the history part of user_ratings.parquet only, on
+the rater's scale. Its spread is measured, not assumed: a first fit on all but a validation cut of each user's
+history (their latest ratings) gives the root mean squared error on that cut; the rater then refits on the
+whole history and answers, per (user, item), a normal around the prediction with that spread, discretised onto
+the scale's labels (the ends take the tails). Before any fit, every training pair is checked against the
+held-out pairs of user_ratings.parquet: a held-out pair in what it fits on is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dataset import DatasetError
+from ..scales import Scale, get_scale, source_to_rater
+from .base import Rater, Requests
+
+
+@dataclass(frozen=True)
+class CFModel:
+    """A fitted biased MF over the dataset's user rows and item ids (zeros where history has none)."""
+
+    mu: float
+    user_bias: np.ndarray
+    item_bias: np.ndarray
+    user_factors: np.ndarray
+    item_factors: np.ndarray
+
+    def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        dot = np.einsum("nr,nr->n", self.user_factors[users], self.item_factors[items])
+        return self.mu + self.user_bias[users] + self.item_bias[items] + dot
+
+
+def history_triples(ds, scale: Scale) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(user rows, items, ratings on ``scale``, position in the user's history) of every history rating; a clear
+    error when the dataset has no users with their own ratings."""
+    if ds.history_offsets is None or len(ds.history_items) == 0 or ds.source_scale is None:
+        raise DatasetError(
+            f"{ds.path / 'user_ratings.parquet'}: the cf rater fits on users' own ratings and this dataset has none "
+            "(synthetic users rate nothing); build a real-user population (suber-data build ... --profile real)"
+        )
+    off = ds.history_offsets
+    users = np.repeat(np.arange(ds.n_users), np.diff(off))
+    position = np.arange(len(users)) - off[users]
+    ratings = source_to_rater(ds.history_ratings, ds.source_scale, scale)
+    return users, np.asarray(ds.history_items, np.int64), ratings, position
+
+
+def refuse_held_out(ds, users: np.ndarray, items: np.ndarray, what: str) -> None:
+    """Raise if any (user, item) pair about to be fitted is a held-out pair of user_ratings.parquet (read here
+    for that check only)."""
+    from ..evaluation.grounded import held_out
+    from ..evaluation.proof.data import assert_no_overlap
+
+    test_users, test_items, _ = held_out(ds)
+    assert_no_overlap((users, items), (test_users, test_items), ds.n_items, what)
+
+
+def validation_cut(users: np.ndarray, position: np.ndarray, share: float) -> np.ndarray:
+    """True for each user's latest ``share`` of history ratings (at least one of a user with two or more)."""
+    n = np.bincount(users)[users]
+    keep = np.maximum(np.ceil(n * (1 - share)), 1)
+    return position >= keep
+
+
+def fit_mf(users, items, ratings, n_users: int, n_items: int, rank: int, epochs: int, lr: float, reg: float, seed: int):
+    """cornac's biased MF on the given triples, its parameters laid out over all user rows and item ids."""
+    from cornac.data import Dataset as CornacData
+    from cornac.models import MF
+
+    data = CornacData.from_uir(list(zip(users.tolist(), items.tolist(), ratings.tolist(), strict=True)), seed=seed)
+    mf = MF(k=rank, max_iter=epochs, learning_rate=lr, lambda_reg=reg, use_bias=True, seed=seed, verbose=False)
+    mf.fit(data)
+    u_rows = np.array(list(data.uid_map.keys()), np.int64)
+    u_idx = np.array(list(data.uid_map.values()), np.int64)
+    i_rows = np.array(list(data.iid_map.keys()), np.int64)
+    i_idx = np.array(list(data.iid_map.values()), np.int64)
+    bu, bi = np.zeros(n_users), np.zeros(n_items)
+    pu, qi = np.zeros((n_users, rank)), np.zeros((n_items, rank))
+    bu[u_rows], pu[u_rows] = mf.u_biases[u_idx], mf.u_factors[u_idx]
+    bi[i_rows], qi[i_rows] = mf.i_biases[i_idx], mf.i_factors[i_idx]
+    return CFModel(float(mf.global_mean), bu, bi, pu, qi)
+
+
+def discretised_normal(mean: np.ndarray, sd: float, values: np.ndarray) -> np.ndarray:
+    """(B, labels) probabilities of a normal(mean, sd) falling in each label's bin; the end bins are open."""
+    from scipy.special import ndtr
+
+    edges = (values[1:] + values[:-1]) / 2
+    cdf = ndtr((edges[None, :] - mean[:, None]) / sd)
+    cdf = np.concatenate([np.zeros((len(mean), 1)), cdf, np.ones((len(mean), 1))], axis=1)
+    p = np.diff(cdf, axis=1) + 1e-12  # every label keeps a little mass (sampling warpers divide by the maximum)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+class CFRater(Rater):
+    """Ratings from matrix factorisation of the users' history (not an LLM); see the module's docstring."""
+
+    name = "cf"
+
+    def __init__(
+        self,
+        ds,
+        scale: str | None = None,
+        rank: int = 16,
+        epochs: int = 40,
+        lr: float = 0.01,
+        reg: float = 0.05,
+        validation: float = 0.1,
+        seed: int = 0,
+    ):
+        ds.require("users", "the cf rater (it fits on the users' own ratings)")
+        self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
+        self.values = np.asarray(self.scale.values)
+        users, items, ratings, position = history_triples(ds, self.scale)
+        refuse_held_out(ds, users, items, "the cf rater's fit")
+        hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
+        val = validation_cut(users, position, validation)
+        fit = ~val
+        first = fit_mf(users[fit], items[fit], ratings[fit], ds.n_users, ds.n_items, **hp)
+        err = first.predict(users[val], items[val]) - ratings[val]
+        self.validation_rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
+        self.sd = self.validation_rmse if np.isfinite(self.validation_rmse) else 1.0
+        self.model = fit_mf(users, items, ratings, ds.n_users, ds.n_items, **hp)
+        self.settings = {**hp, "validation": validation, "sd": self.sd, "library": "cornac MF"}
+
+    def expected(self, req: Requests) -> np.ndarray:
+        """The model's point prediction on the rater's scale (before discretising)."""
+        return self.model.predict(np.asarray(req.users, np.int64), np.asarray(req.items, np.int64))
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        return discretised_normal(self.expected(req), self.sd, self.values)
