@@ -36,14 +36,18 @@ class CFModel:
         return self.mu + self.user_bias[users] + self.item_bias[items] + dot
 
 
-def history_triples(ds, scale: Scale) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(user rows, items, ratings on ``scale``, position in the user's history) of every history rating; a clear
-    error when the dataset has no users with their own ratings."""
+def require_history(ds, feature: str) -> None:
+    """A one-line error naming ``feature`` when the dataset has no users with their own ratings."""
     if ds.history_offsets is None or len(ds.history_items) == 0 or ds.source_scale is None:
         raise DatasetError(
-            f"{ds.path / 'user_ratings.parquet'}: the cf rater fits on users' own ratings and this dataset has none "
+            f"{ds.path / 'user_ratings.parquet'}: {feature} fits on users' own ratings and this dataset has none "
             "(synthetic users rate nothing); build a real-user population (suber-data build ... --profile real)"
         )
+
+
+def history_triples(ds, scale: Scale, feature: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(user rows, items, ratings on ``scale``, position in the user's history) of every history rating."""
+    require_history(ds, feature)
     off = ds.history_offsets
     users = np.repeat(np.arange(ds.n_users), np.diff(off))
     position = np.arange(len(users)) - off[users]
@@ -117,7 +121,7 @@ class CFRater(Rater):
         ds.require("users", "the cf rater (it fits on the users' own ratings)")
         self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
         self.values = np.asarray(self.scale.values)
-        users, items, ratings, position = history_triples(ds, self.scale)
+        users, items, ratings, position = history_triples(ds, self.scale, "the cf rater")
         refuse_held_out(ds, users, items, "the cf rater's fit")
         hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
         val = validation_cut(users, position, validation)
