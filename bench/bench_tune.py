@@ -68,8 +68,9 @@ def main() -> None:
     n = len(tuner.train_ids)
     mean_len = float(np.mean([len(s) for s in tuner.train_ids]))
     print(f"dataset: {ds.path} ({ds.n_users} real users); model: {model_dir.name}; device: {device}")
-    print(f"tuning: {n} examples (mean {mean_len:.0f} tokens), batch {args.batch}, LoRA r={cfg.rank} "
-          f"{cfg.target_modules}: {t_tune:.2f} s = {n / t_tune:.2f} examples/s (including the validation round)")  # fmt: skip
+    lora = f"LoRA r={cfg.rank} {cfg.target_modules}"
+    print(f"tuning: {n} examples (mean {mean_len:.0f} tokens), batch {args.batch}, {lora}: {t_tune:.2f} s")
+    print(f"tuning: {n / t_tune:.2f} examples/s (including the validation round)")
     print(f"rating {len(req)} requests: untuned {r_untuned:.2f} ratings/s, tuned {r_tuned:.2f} ratings/s")
     print_ratio("tuned rater's ratings/s against the untuned model's", r_tuned / r_untuned)
 

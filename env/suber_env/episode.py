@@ -76,13 +76,14 @@ def episode(
     if len(items):  # a real user: the episode starts from what they really rated
         shown = ", ".join(f"{ds.titles[i]} ({r:g})" for i, r in zip(items[-5:], ratings[-5:], strict=True))
         console.print(f"history: {len(items)} real ratings, the latest: {shown}")
-    table = Table("step", "user", "item", "title", "rating", "reward")
+    table = Table("step", "user", "item", "title", "rating", "expected", "top", "reward")
     for step in range(steps):
         item = int(env.action_space.sample())
         _, reward, terminated, truncated, out = env.step(item)
         table.add_row(
-            str(step + 1), str(out["user_id"]), str(item), ds.titles[item], f"{out['rating']:g}", f"{reward:.2f}"
-        )
+            str(step + 1), str(out["user_id"]), str(item), ds.titles[item], f"{out['rating']:g}",
+            f"{out['rating_expected']:.2f}", f"{out['rating_top']:g}", f"{reward:.2f}",
+        )  # fmt: skip
         if terminated or truncated:
             break
     console.print(table)

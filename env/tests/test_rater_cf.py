@@ -75,6 +75,9 @@ def test_cf_through_gym_make_and_the_episode_command(real_movies_dir):
     for item in (0, 1, 2):
         _, reward, *_, out = env.step(item)
         assert out["rating"] in core.rater.scale.values
+        values = np.asarray(core.rater.scale.values)  # the readouts beside the sampled rating
+        assert np.isclose(out["rating_expected"], out["rating_distribution"] @ values)
+        assert out["rating_top"] == values[out["rating_distribution"].argmax()]
     result = CliRunner().invoke(
         app, ["episode", str(real_movies_dir), "--rater", "cf", "--steps", "3"], env={"COLUMNS": "200"}
     )

@@ -146,7 +146,7 @@ def _planted(real_movies_dir, tmp_path):
     new = np.where(history, rating, t["rating"].to_numpy())
     t = t.set_column(t.schema.get_field_index("rating"), "rating", pa.array(new, t.schema.field("rating").type))
     pq.write_table(t, folder / "user_ratings.parquet")
-    return load_dataset(folder), genre
+    return load_dataset(folder, verify=False), genre  # changed on purpose: its checksum no longer matches
 
 
 def _separation(rater, examples, ds, genre) -> float:
@@ -158,16 +158,22 @@ def _separation(rater, examples, ds, genre) -> float:
     return float(mannwhitneyu(e[liked], e[~liked]).statistic / (liked.sum() * (~liked).sum()))
 
 
+@pytest.mark.slow
 def test_a_tuned_rater_learns_a_planted_rule(real_movies_dir, tiny_base, tmp_path):
+    """Tuned on the training cut of a population rating by a planted rule, the rater's expected ratings on the
+    validation cut (never trained on) separate the rule's liked and disliked items far better than untuned."""
     ds, genre = _planted(real_movies_dir, tmp_path)
     train, val = history_examples(ds, make_scale(ds), validation=0.3)
     liked = ds.genres[val.requests.items, genre].astype(bool)
     assert 0 < liked.sum() < len(liked)
     model, tok = _load_tiny(tiny_base)
-    untuned = _separation(make_rater("transformers", ds, model=model, tokenizer=tok), val, ds, genre)
-    cfg = TuneConfig(max_examples=400, batch=8, epochs=6, eval_every=10, lr=3e-3, rank=8, validation=0.3, patience=4)
+    untuned = _separation(make_rater("transformers", ds, model=model, tokenizer=tok, shots=0), val, ds, genre)
+    cfg = TuneConfig(batch=8, epochs=4, eval_every=12, lr=3e-3, validation=0.3, patience=4, shots=0)
     tuner = Tuner(ds, _load_tiny(tiny_base)[0], tok, tmp_path / "tuned", cfg, "cpu")
+    tuner.write_config({})
     tuner.run()
     tuner.finish()
-    tuned = _separation(make_rater("transformers", ds, model=str(tmp_path / "tuned")), val, ds, genre)
-    assert tuned >= 0.9 and tuned > untuned + 0.25, (untuned, tuned)
+    rater = make_rater("transformers", ds, model=str(tmp_path / "tuned"))
+    assert rater.pb.shots == 0  # the folder's tuning.json: rated in the prompt it was tuned in
+    tuned = _separation(rater, val, ds, genre)
+    assert tuned >= 0.85 and tuned > untuned + 0.25, (untuned, tuned)

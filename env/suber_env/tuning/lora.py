@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..raters.transformers_rater import TransformersRater
-from .examples import Examples, history_examples
+from .examples import history_examples
 
 CHECKPOINT, BEST, CONFIG = "checkpoint", "best", "tuning.json"
 
