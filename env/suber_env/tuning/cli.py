@@ -41,12 +41,13 @@ def tune_rater_cmd(
     device: str | None = typer.Option(None, help="cuda or cpu (default: cuda when there is one)."),
 ) -> None:
     """Tune a rater with LoRA on the dataset's history ratings (never its held-out part), in the env's prompt."""
-    from .lora import TuneConfig, TuneError
+    from ..evaluation.proof.data import LeakError
+    from .lora import CHECKPOINT, TuneConfig, TuneError
 
     cfg = TuneConfig(rank=rank, lr=lr, batch=batch, epochs=epochs, max_examples=max_examples,
                      eval_every=eval_every, patience=patience, seed=seed)  # fmt: skip
     try:
-        if (out / "tuning.json").exists() and not resume:
+        if (out / CHECKPOINT).exists() and not resume:
             raise TuneError(f"{out}: already holds a tuning run; pass --resume to continue it or choose another --out")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # users without a description: the rater names them
@@ -54,7 +55,7 @@ def tune_rater_cmd(
         require_history(ds, "tune-rater")  # before the model loads
         path, gguf = _base_model(base, gguf_file)
         run(ds, path, gguf, out, cfg, resume, device)
-    except (DatasetError, TuneError, OSError) as e:
+    except (DatasetError, TuneError, LeakError, OSError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
 

@@ -108,6 +108,7 @@ class Tuner:
         from peft import LoraConfig, get_peft_model
 
         self.torch, self.cfg, self.out, self.tok = torch, cfg, Path(out), tokenizer
+        self.out.mkdir(parents=True, exist_ok=True)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         model = model.to(self.device)
         rater = TransformersRater(ds, model, tokenizer, shots=cfg.shots)
