@@ -53,7 +53,8 @@ def main() -> None:
         root = smoke_cache() if args.smoke else Path(tmp)
         ds = load_dataset(args.dataset or real_dataset(root))
         model, tok = load_model(str(model_dir), gguf)
-        cfg = TuneConfig(max_examples=args.examples, batch=args.batch, epochs=1, eval_every=10**9, patience=1)
+        cfg = TuneConfig(max_examples=args.examples, max_validation=args.examples, batch=args.batch, epochs=1,
+                         eval_every=10**9, patience=1)  # fmt: skip
         tuner = Tuner(ds, model, tok, Path(tmp) / "tuned", cfg)
         device = tuner.device
         start = time.perf_counter()

@@ -56,13 +56,18 @@ def history_triples(ds, scale: Scale, feature: str) -> tuple[np.ndarray, np.ndar
 
 
 def refuse_held_out(ds, users: np.ndarray, items: np.ndarray, what: str) -> None:
-    """Raise if any (user, item) pair about to be fitted is a held-out pair of user_ratings.parquet (read here
-    for that check only)."""
-    from ..evaluation.grounded import held_out
+    """Raise if any (user, item) pair about to be fitted is a held-out pair of user_ratings.parquet (its keys are
+    read here for that check only, never its ratings)."""
+    import pyarrow.parquet as pq
+
+    from .._read import user_rows
+    from .._schema import HELD_OUT
     from ..evaluation.proof.data import assert_no_overlap
 
-    test_users, test_items, _ = held_out(ds)
-    assert_no_overlap((users, items), (test_users, test_items), ds.n_items, what)
+    path = ds.path / "user_ratings.parquet"
+    keys = pq.read_table(path, columns=["user_id", "item_id"], filters=[("part", "=", HELD_OUT)])
+    test_users = user_rows(ds.user_ids, keys["user_id"].to_numpy(), path, "rebuild the users step")
+    assert_no_overlap((users, items), (test_users, keys["item_id"].to_numpy().astype(np.int64)), ds.n_items, what)
 
 
 def validation_cut(users: np.ndarray, position: np.ndarray, share: float) -> np.ndarray:
