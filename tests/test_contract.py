@@ -41,8 +41,9 @@ def test_schema_version_matches():
         (_schema.RATING_COLUMNS, schemas.RATINGS),
         (_schema.ITEM_COLUMNS, schemas.CORPUS_ITEMS),  # a corpus described by a file (suber_data/corpus)
         (_schema.BOOK_ITEM_COLUMNS, schemas.BOOK_ITEMS),
+        (_schema.RANDOM_RATING_COLUMNS, schemas.RANDOM_RATINGS),  # a corpus' random-exposure ratings
     ],
-    ids=["items", "users", "user_descriptions", "ratings", "corpus_items", "book_items"],
+    ids=["items", "users", "user_descriptions", "ratings", "corpus_items", "book_items", "random_ratings"],
 )
 def test_columns_agree(copy, contract: pa.Schema):
     for name, (typ, required) in copy.items():

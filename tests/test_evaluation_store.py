@@ -111,3 +111,29 @@ def test_bad_options_are_one_line_errors(sample, tmp_path):
                  ray=RayOptions("127.0.0.1:1"))  # fmt: skip
     with pytest.raises(ValueError, match="Ray workers .*--ray-workers.* at least 1"):
         RayOptions("auto", workers=0)
+
+
+def test_the_proof_stopped_mid_run_resumes_with_only_the_missing_pairs(tmp_path):
+    """The grounded case plans every pair before rating, so its ratings go through the same store: a run stopped
+    by a failing server keeps its finished blocks and the rerun asks the server only for the rest."""
+    import shutil
+
+    real = Path(shutil.copytree(Path(__file__).parents[1] / "env" / "tests" / "data" / "movies_sample_real",
+                                tmp_path / "real"))  # fmt: skip
+    opts = dict(suite=("grounded",), controls=(), model="m", max_batch=8, max_attempts=1, block_size=8)
+    opts |= dict(grounded_k=2, grounded_boots=20, grounded_perms=20, grounded_max_pos=2, grounded_calibration=1)
+    with CompletionsServer() as server:
+        whole = evaluate(real, "openai", tmp_path / "whole", base_url=server.base_url, **opts)
+        total = len(server.prompts)
+    assert whole["ratings"]["blocks"] == -(-total // 8) and total > 100
+    with CompletionsServer(fail_after=24) as server, pytest.raises(RuntimeError, match="HTTP 400"):
+        evaluate(real, "openai", tmp_path / "rep", base_url=server.base_url, **opts)
+    store = tmp_path / "rep" / "ratings" / "openai"
+    assert len(list(store.glob("*.parquet"))) == 3
+    with CompletionsServer() as server:
+        resumed = evaluate(real, "openai", tmp_path / "rep", base_url=server.base_url, **opts)
+        assert len(server.prompts) == total - 24
+    assert resumed["ratings"]["reused"] == 3
+    got = resumed["results"]["openai"]["grounded"]["detail"]["simulators"]
+    want = whole["results"]["openai"]["grounded"]["detail"]["simulators"]
+    assert {n: r["agreement"] for n, r in got.items()} == {n: r["agreement"] for n, r in want.items()}

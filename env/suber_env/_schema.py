@@ -54,9 +54,11 @@ COLUMNS_BY_FAMILY = {"movies": MOVIE_ITEM_COLUMNS, "books": BOOK_ITEM_COLUMNS, "
 # the same values; suber_data/movies/corpus.py and suber_data/books/corpus.py: TERMS).
 FAMILY_TERMS = {
     "movies": {"nouns": {"item": "film", "items": "films", "category": "genre", "categories": "genres"},
-               "prompts": "movies", "rater_scale": "0-9", "vote": {"min": 0.0, "max": 10.0, "fill": 6.53}},
+               "prompts": "movies", "rater_scale": "0-9",
+               "vote": {"min": 0.0, "max": 10.0, "fill": 6.53, "source": "tmdb", "count_source": "tmdb"}},
     "books": {"nouns": {"item": "book", "items": "books", "category": "category", "categories": "categories"},
-              "prompts": "books", "rater_scale": "1-5", "vote": {"min": 1.0, "max": 5.0, "fill": 4.21}},
+              "prompts": "books", "rater_scale": "1-5",
+              "vote": {"min": 1.0, "max": 5.0, "fill": 4.21, "source": "ratings", "count_source": "ratings"}},
 }  # fmt: skip
 
 USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
@@ -78,6 +80,7 @@ USER_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "rating_mean": (pa.float32(), False),
     "n_history": (pa.int32(), False),
     "favourites": (pa.list_(pa.string()), False),
+    "facts": (pa.list_(pa.string()), False),  # other facts a corpus' users file records, "field: value"
 }
 
 # user_ratings.parquet: a real population's own ratings; the env reads only part == "history"
@@ -99,6 +102,15 @@ RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
     "source_user_id": (pa.int32(), True),
     "item_id": (pa.int32(), True),
     "rating": (pa.float32(), True),
+}
+
+# random_ratings.parquet (a corpus with [random_ratings]): ratings of items shown to each person at random, the
+# evaluation's unbiased truth; source_user_id maps to a real user through users.parquet's source_user_id. Never
+# loaded into a Dataset (nothing the simulator, a persona or a policy reads may see it).
+RANDOM_RATING_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "source_user_id": (pa.string(), True),
+    "item_id": (pa.int32(), True),
+    "rating": (pa.float64(), True),
 }
 
 EMBEDDING_ID = {"item_embeddings.parquet": "item_id", "user_embeddings.parquet": "user_id"}

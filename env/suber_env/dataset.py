@@ -67,6 +67,7 @@ class Dataset:
     history_ratings: np.ndarray | None = None
     # What the domain is called and how it is rated, from the manifest (terms): nouns, prompt family, scale
     terms: dict = field(default_factory=dict)
+    _rating_stats: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def family(self) -> str:
@@ -126,6 +127,36 @@ class Dataset:
             return fetch()
         finally:
             con.close()
+
+    def item_rating_stats(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(count, sum) of the real ratings per item (ratings.parquet), None when the folder has none. In a
+        real-user population the population's own ratings count through their history only (ratings.parquet
+        holds their held-out ratings too, which nothing built on a Dataset may see)."""
+        if self._rating_stats is None and (self.path / "ratings.parquet").exists():
+            real = [] if self.real is None else self.users["source_user_id"].filter(pa.array(self.real)).to_pylist()
+            import duckdb
+
+            con = duckdb.connect()
+            try:
+                con.register("population", pa.table({"source_user_id": pa.array(real, pa.string())}))
+                path = str(self.path / "ratings.parquet").replace("'", "''")
+                t = con.sql(
+                    f"SELECT item_id, count(*) AS n, sum(rating) AS s FROM read_parquet('{path}') r WHERE NOT EXISTS "
+                    "(SELECT 1 FROM population p WHERE p.source_user_id = CAST(r.source_user_id AS VARCHAR)) "
+                    "GROUP BY item_id"
+                ).to_arrow_table()
+            finally:
+                con.close()
+            ids = t.column("item_id").to_numpy().astype(np.int64)
+            keep = (ids >= 0) & (ids < self.n_items)
+            n, s = np.zeros(self.n_items), np.zeros(self.n_items)
+            n[ids[keep]] = t.column("n").to_numpy()[keep]
+            s[ids[keep]] = t.column("s").to_numpy()[keep]
+            if self.history_items is not None:
+                n += np.bincount(self.history_items, minlength=self.n_items)
+                s += np.bincount(self.history_items, self.history_ratings, self.n_items)
+            self._rating_stats = (n, s)
+        return self._rating_stats
 
     def require(self, what: str, feature: str) -> None:
         """Raise a clear error when ``feature`` needs a part of the dataset that is absent."""
@@ -203,7 +234,28 @@ def load_dataset(path: str | Path, domain: str | None = None, verify: bool = Tru
         ds.item_embeddings = _read.read_item_embeddings(root, ds.n_items)
     scale = _read.read_source_scale(root, manifest)
     ds.source_scale = SourceScale.from_record(scale) if scale else None
+    if ds.history_offsets is not None:
+        _votes_from_history(ds, terms.get("vote", {}))
     return ds
+
+
+def _votes_from_history(ds: Dataset, vote: dict) -> None:
+    """In a real-user population, an item vote or vote count the builder computed from ratings.parquet (books;
+    a corpus without such a column: the manifest's terms.vote ``source`` / ``count_source``) is computed again
+    without the population's held-out ratings: the prompt, the oracle and the policies read these, and nothing
+    held out may reach them."""
+    redo = [c for c, key in (("vote_average", "source"), ("vote_count", "count_source")) if vote.get(key) == "ratings"]
+    stats = ds.item_rating_stats() if redo else None
+    if stats is None:
+        return
+    n, s = stats
+    mean = np.where(n > 0, s / np.maximum(n, 1), 0.0)
+    if "vote_average" in redo:
+        ds.vote = mean.astype(np.float32)
+    values = {"vote_average": pa.array(mean, pa.float32(), mask=n == 0), "vote_count": pa.array(n.astype(np.int32))}
+    for name in redo:
+        if name in ds.items.column_names:
+            ds.items = ds.items.set_column(ds.items.schema.get_field_index(name), name, values[name])
 
 
 def _env_id(domain: str) -> str:

@@ -34,11 +34,14 @@ def evaluate_command(
     people_history: int = typer.Option(20, help="latest training ratings put in each real user's memory"),
     people_retrieval: str = typer.Option("recent", help="retrieval mode of the real-people and grounded tests"),
     grounded_k: int = typer.Option(5, help="grounded users: each recommender's top-k picks"),
-    grounded_boots: int = typer.Option(1000, help="grounded users: bootstrap samples over users"),
-    grounded_perms: int = typer.Option(200, help="grounded users: draws of the random simulator (permutation test)"),
+    grounded_boots: int = typer.Option(1000, help="grounded users: two-way bootstrap draws (people and items)"),
+    grounded_perms: int = typer.Option(1000, help="grounded users: draws of the item-effect null"),
+    grounded_null_check: int = typer.Option(
+        0, help="grounded users: false-positive rate of every p over this many uninformative simulators (0: none)"
+    ),
     grounded_max_pos: int = typer.Option(20, help="grounded users: held-out items per user in the discrimination test"),
     grounded_calibration: int = typer.Option(
-        50, help="grounded users: latest history ratings per user the calibration is fitted on"
+        5, help="grounded users: latest history ratings per user kept from every simulator to fit the calibration on"
     ),
     grounded_policies: list[Path] = typer.Option(
         None, help="grounded users: add every policy under this `suber-env train --out` folder to the panel (repeat)"

@@ -152,7 +152,7 @@ def _row(ds, user: int, columns: tuple[str, ...]) -> dict:
 
 def real_facts(ds, user: int) -> str:
     """What the release records about a real user, said plainly (and that it records nothing, when so)."""
-    row = _row(ds, user, ("age", "age_group", "sex", "occupation", "state"))
+    row = _row(ds, user, ("age", "age_group", "sex", "occupation", "state", "facts"))
     facts = []
     if row.get("age") is not None:
         facts.append(f"{row['age']} years old")
@@ -161,6 +161,7 @@ def real_facts(ds, user: int) -> str:
     facts += [{"M": "male", "F": "female"}[row["sex"]]] if row.get("sex") in ("M", "F") else []
     facts += [f"works as: {row['occupation']}"] if row.get("occupation") else []
     facts += [f"lives in {row['state']}"] if row.get("state") else []
+    facts += list(row.get("facts") or [])  # what a corpus' users file records: "location: urban", ...
     return ", ".join(facts) if facts else "the release records no age, sex or occupation"
 
 

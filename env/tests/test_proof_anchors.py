@@ -9,6 +9,7 @@ import pytest
 from suber_env.evaluation.proof import (
     History,
     assert_no_overlap,
+    calibration_cut,
     calibration_report,
     discrimination,
     discrimination_sets,
@@ -66,7 +67,7 @@ def test_a_rater_that_makes_everyone_alike_has_no_spread():
     real[users < 5] = np.clip(real[users < 5] - 1, 1, 5)
     flat = np.tile(one_hot(np.array([3.0]), sv), (len(users), 1))
     out = distribution(flat, np.full(len(users), 3.0), real, users, sv, 10)
-    assert out["spread_of_user_means"]["sim"] == 0.0
+    assert out["spread_of_user_means"]["sim_sampled"] == 0.0
     assert out["spread_of_user_means"]["real"] > 0.3
     assert out["jsd_mean_dist"] > 0.5
 
@@ -84,17 +85,38 @@ def test_calibration_undoes_a_monotone_distortion():
         r = vals[order][np.searchsorted(keys[order], pair_keys(u, i, h.n_items))]
         return 2.0 + (r - 1.0) / 2.0
 
-    cal = fit_calibration(h, squeezed)
+    cal = fit_calibration(h, squeezed, calibration_cut(h, per_user=5))
     rep = calibration_report(cal, squeezed(split.test_user, split.test_item), split.test_rating)
     assert rep["raw"]["rmse"] > 0.5
     assert rep["calibrated"]["rmse"] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_mf_beats_random_and_anti_on_real_hit_rate():
-    res = run_proof(planted_split(seed=0), {}, boots=10, perms=5)
-    for p in ("A", "B"):
+    res = run_proof(planted_split(seed=0, n_random=16), {}, boots=10, perms=5)
+    for p in ("A", "R"):
         hit = res["real"][p]["hit_rate"]
         assert hit["mf_r16_reg5"] > hit["random"] + 0.05
         assert hit["random"] > hit["anti_mf"] + 0.05
     base = res["baselines"]
     assert base["mf_r16"]["rmse"] < min(base["global_mean"]["rmse"], base["item_mean"]["rmse"])
+
+
+def test_spread_compares_realised_answers_with_realised_ratings():
+    """People whose true means differ a little, each rating a few items with noise: the real per-person means
+    spread wider than the true means. A simulator that knows each true mean and the noise reproduces that
+    spread with its sampled answers; its expected ratings (the old comparison) would show a third less."""
+    from suber_env.evaluation.proof import normal_over_scale
+    from suber_env.evaluation.proof.data import sample_rating
+
+    rng = np.random.default_rng(0)
+    sv = np.arange(1.0, 6.0)
+    n_users, per_user = 3000, 4
+    mu = rng.normal(3.0, 0.3, n_users)
+    users = np.repeat(np.arange(n_users), per_user)
+    dist = normal_over_scale(mu[users], 1.0, sv)
+    real = sample_rating(dist, sv, rng)
+    out = distribution(dist, sample_rating(dist, sv, rng), real, users, sv, n_users)
+    spread = out["spread_of_user_means"]
+    assert spread["sim_sampled"] == pytest.approx(spread["real"], rel=0.05)
+    expected_means = np.bincount(users, dist @ sv) / per_user
+    assert expected_means.std() < 0.7 * spread["real"]

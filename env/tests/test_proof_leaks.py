@@ -15,7 +15,6 @@ from suber_env.evaluation.proof import (
     assert_no_overlap,
     assert_subset_of_history,
     cf_simulator,
-    collect_picks,
     default_panel,
     fit_calibration,
     run_proof,
@@ -33,9 +32,32 @@ def _scrambled(split: GroundedSplit) -> GroundedSplit:
     return dataclasses.replace(split, test_rating=rng.choice(split.scale_values, len(split.test_rating)))
 
 
-def test_history_has_no_held_out_fields(split):
-    fields = {f.name for f in dataclasses.fields(History)}
-    assert not any(f.startswith("test") for f in fields)
+def test_nothing_a_simulator_or_fit_reads_moves_when_the_truth_changes(split):
+    """Scramble every held-out and random-exposure rating: the panel's picks, the CF control, the calibration
+    cut and every simulated score stay the same; only the real scores move. A simulator that reads the
+    truth (planted) moves with it."""
+    from suber_env.evaluation.proof import ProofContext, truth_simulator
+
+    rng = np.random.default_rng(9)
+    a = dataclasses.replace(split, rand_user=split.test_user, rand_item=split.test_item, rand_rating=split.test_rating)
+    b = dataclasses.replace(a, test_rating=rng.choice(a.scale_values, len(a.test_rating)),
+                            rand_rating=rng.choice(a.scale_values, len(a.test_rating)))  # fmt: skip
+    ca, cb = (ProofContext(s, None, 5, 0, 20, 20, 10, 5) for s in (a, b))
+    np.testing.assert_array_equal(ca.cut, cb.cut)
+    for p in ("A", "R"):
+        np.testing.assert_array_equal(ca.picks[p].items, cb.picks[p].items)
+        assert not np.array_equal(ca.picks[p].real, cb.picks[p].real)
+    ra = run_proof(a, {"cf": cf_simulator(ca.fit_history), "peek": truth_simulator(a)}, context=ca)
+    rb = run_proof(b, {"cf": cf_simulator(cb.fit_history), "peek": truth_simulator(b)}, context=cb)
+    for p in ("A", "R"):
+        assert (
+            ra["simulators"]["cf"]["agreement"][p]["sim_scores"] == rb["simulators"]["cf"]["agreement"][p]["sim_scores"]
+        )
+        assert ra["real"][p] != rb["real"][p]
+        assert (
+            ra["simulators"]["peek"]["agreement"][p]["sim_scores"]
+            != rb["simulators"]["peek"]["agreement"][p]["sim_scores"]
+        )
 
 
 def test_assert_no_overlap_catches_a_planted_pair(split):
@@ -81,30 +103,52 @@ def test_pairs_outside_history_are_caught(split):
         assert_subset_of_history((split.test_user[:2], split.test_item[:2]), h)
 
 
-def test_panel_picks_do_not_move_when_held_out_ratings_change(split):
-    """Only which pairs are held out (the candidates of protocol A) may reach the picks, never the ratings."""
-    a, b = split, _scrambled(split)
-    pa = collect_picks(History.from_split(a), default_panel(History.from_split(a)), a, k=5, seed=0)
-    pb = collect_picks(History.from_split(b), default_panel(History.from_split(b)), b, k=5, seed=0)
-    for p in ("A", "B"):
-        np.testing.assert_array_equal(pa[p].items, pb[p].items)
-        assert not np.allclose(pa[p].real["ndcg"], pb[p].real["ndcg"])  # the real scores do move
+def test_calibration_asks_only_the_cut_and_ignores_held_out_ratings(split):
+    from suber_env.evaluation.proof import calibration_cut
 
-
-def test_calibration_asks_only_history_pairs_and_ignores_held_out_ratings(split):
     h = History.from_split(split)
-    sim = cf_simulator(h)
+    cut = calibration_cut(h, per_user=10)
+    sim = cf_simulator(h.without(cut))
     asked = []
 
     def spy(u, i):
         asked.append((np.asarray(u).copy(), np.asarray(i).copy()))
         return sim(u, i) @ split.scale_values
 
-    cal = fit_calibration(h, spy, max_per_user=10)
+    cal = fit_calibration(h, spy, cut)
     u, i = (np.concatenate(x) for x in zip(*asked, strict=True))
     assert_no_overlap((u, i), (split.test_user, split.test_item), split.n_items)
-    assert_subset_of_history((u, i), h)
-    assert cal.n_fit == len(u) == 10 * split.n_users
-    cal2 = fit_calibration(History.from_split(_scrambled(split)), lambda u, i: sim(u, i) @ split.scale_values, 10)
+    assert sorted(zip(u.tolist(), i.tolist(), strict=True)) == sorted(
+        zip(h.user[cut].tolist(), h.item[cut].tolist(), strict=True)
+    )
+    assert cal.n_fit == len(u) == cut.sum()
+    cal2 = fit_calibration(History.from_split(_scrambled(split)), lambda u, i: sim(u, i) @ split.scale_values, cut)
     x = np.linspace(1, 5, 41)
     np.testing.assert_array_equal(cal(x), cal2(x))
+
+
+def _stats_of(split: GroundedSplit, held_out_too: bool):
+    """(count, sum) per item of the history ratings, with the held-out ones added when asked (a leak)."""
+    n = np.bincount(split.hist_item, minlength=split.n_items).astype(float)
+    s = np.bincount(split.hist_item, split.hist_rating, split.n_items)
+    if held_out_too:
+        n += np.bincount(split.test_item, minlength=split.n_items)
+        s += np.bincount(split.test_item, split.test_rating, split.n_items)
+    return n, s
+
+
+def test_item_statistics_fed_held_out_ratings_are_caught(split):
+    from suber_env.evaluation.proof.leaks import check_item_statistics
+
+    n_h, s_h = _stats_of(split, False)
+    n_f, s_f = _stats_of(split, True)
+    with np.errstate(invalid="ignore"):
+        clean = {"vote": ("mean", s_h / n_h), "popularity": ("count", n_h)}
+        report = check_item_statistics(clean, n_h, s_h, split)
+    assert report["vote"]["items_that_tell"] > 20 and report["vote"]["follow_held_out"] == 0
+    with pytest.raises(LeakError, match="'vote'"):
+        check_item_statistics({"vote": ("mean", s_f / n_f)}, n_h, s_h, split)
+    with pytest.raises(LeakError, match="'popularity'"):
+        check_item_statistics({"popularity": ("count", n_f)}, n_h, s_h, split)
+    external = np.random.default_rng(0).random(split.n_items) * 10  # a source's own statistic (TMDB's votes)
+    assert check_item_statistics({"vote": ("mean", external)}, n_h, s_h, split)["vote"]["follow_held_out"] == 0

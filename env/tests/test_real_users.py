@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from suber_env import SuberEnv, load_dataset
-from suber_env.evaluation.grounded import RaterSimulator, grounded_proof, held_out
+from suber_env.evaluation.grounded import RaterSimulator, grounded_proof, grounded_split, held_out
 from suber_env.raters.oracle import OracleRater
 from suber_env.scales import get_scale, rater_to_source, source_bins, source_to_rater
 
@@ -110,10 +111,112 @@ def test_grounded_case_with_the_openai_rater_over_loopback(real_movies_dir, serv
         real_movies_dir, "openai", tmp_path / "ev", ("grounded",), model="served-model", base_url=url, **sizes
     )
     got = res["results"]["openai"]["grounded"]
-    sims = got["detail"]["simulators"]
-    assert set(sims) == {"random", "openai", "openai_shuffled", "cf"} and -1 <= got["score"] <= 1
+    detail = got["detail"]
+    sims = detail["simulators"]
+    assert set(sims) == {"random", "openai", "openai_shuffled", "cf"}
+    assert got["n"] == detail["protocol"]["users"]["A"] == 12 and "R" not in detail["protocol"]["users"]
+    assert got["score"] == sims["openai"]["agreement"]["A"]["stats"]["mean_rating"]["fair"]["kendall_tau"]["value"]
     prompts = [p for c in calls for p in c["body"]["prompt"]]
-    assert len(prompts) == sims["openai"]["cost"]["pairs_rated"] + sims["openai_shuffled"]["cost"]["pairs_rated"]
+    # every pair the rater and its shuffled control are asked, planned before rating, each asked once
+    assert len(prompts) == len(set(prompts)) >= sims["openai"]["cost"]["pairs_rated"]
     assert max(len(c["body"]["prompt"]) for c in calls) > 1  # batched
     assert all("is one of the real people who rated these films" in p for p in prompts)
     assert "openai_shuffled" in (tmp_path / "ev" / "report.md").read_text()
+    n = len(calls)
+    again = evaluate(
+        real_movies_dir, "openai", tmp_path / "ev", ("grounded",), model="served-model", base_url=url, **sizes
+    )
+    assert len(calls) == n and again["ratings"]["rated"] == 0  # the store holds every block: nothing rated again
+    for name, r in again["results"]["openai"]["grounded"]["detail"]["simulators"].items():
+        assert (r["agreement"], r["anchors"]) == (sims[name]["agreement"], sims[name]["anchors"])
+
+
+class _TruthRater:
+    """A test rater that knows the person's real held-out rating (read here from user_ratings.parquet) and
+    answers it, mirrored with ``reverse``, on the rater's scale; flat where it does not know."""
+
+    name = "truth"
+
+    def __init__(self, ds, reverse=False):
+        from suber_env.scales import get_scale
+
+        self.scale = get_scale("0-9")
+        tu, ti, tr = held_out(ds)
+        src = ds.source_scale
+        r = src.min + src.max - tr if reverse else tr
+        self.known = dict(zip(zip(tu.tolist(), ti.tolist(), strict=True), r.tolist(), strict=True))
+        self.src = src
+
+    def distribution(self, req):
+        out = np.full((len(req), self.scale.n), 1.0 / self.scale.n)
+        for j, (u, i) in enumerate(zip(req.users.tolist(), req.items.tolist(), strict=True)):
+            if (u, i) in self.known:
+                label = source_to_rater(np.array([self.known[(u, i)]]), self.src, self.scale)[0]
+                out[j] = 0.0
+                out[j, int(np.argmin(np.abs(np.asarray(self.scale.values) - label)))] = 1.0
+        return out
+
+
+def test_known_answers_through_the_datasets_own_split(real_movies_dir):
+    """grounded_split and RaterSimulator, the production path: a rater that answers the real held-out ratings
+    orders the fair panel exactly as the people do (tau 1, pairwise 1), the mirrored one exactly against them,
+    and the random control averages near 0 over 20 seeds."""
+    ds = load_dataset(real_movies_dir)
+    sizes = dict(k=2, boots=50, perms=200, max_pos=2, calib_per_user=1)
+    for reverse, want in ((False, 1.0), (True, -1.0)):
+        res = grounded_proof(ds, _TruthRater(ds, reverse), "truth", **sizes)
+        st = res["simulators"]["truth"]["agreement"]["A"]["stats"]["mean_rating"]["fair"]
+        assert st["kendall_tau"]["value"] == pytest.approx(want)
+        assert st["pairwise"]["value"] == pytest.approx(1.0 if want > 0 else 0.0)
+    split = grounded_split(ds)
+    from suber_env.evaluation.proof import ProofContext, random_simulator, run_proof
+
+    ctx = ProofContext(split, None, 2, 0, 5, 200, 2, 1)
+    taus = [run_proof(split, {"r": random_simulator(split, s)}, add_random=False, context=ctx)["simulators"]["r"]
+            ["agreement"]["A"]["stats"]["mean_rating"]["fair"]["kendall_tau"] for s in range(20)]  # fmt: skip
+    assert abs(np.mean([t["value"] for t in taus])) < 3 * taus[0]["null_sd"] / np.sqrt(20)
+
+
+def test_the_shuffled_control_rates_through_the_other_persons_prompt(real_movies_dir, smollm2_tokenizer):
+    """The persona-shuffled control of a prompt-reading rater: the prompt behind its rating of (u, item) names
+    the person u was swapped with and shows that person's history, never u's."""
+    from suber_env.evaluation.proof import derangement, with_controls
+    from suber_env.evaluation.proof.data import History
+    from suber_env.raters.transformers_rater import TransformersRater
+    from suber_env_testdata import tiny_random_lm
+
+    ds = load_dataset(real_movies_dir)
+    tok = smollm2_tokenizer
+    lm = TransformersRater(ds, tiny_random_lm("llama", len(tok)), tok, scale="0-9", shots=0)
+    seen_prompts = []
+
+    class Recording:
+        name, scale = "recording", lm.scale
+
+        def distribution(self, req):
+            seen_prompts.extend(lm.prompt(req.subset(np.array([j]))) for j in range(len(req)))
+            return lm.distribution(req)
+
+    sim = RaterSimulator(ds, Recording())
+    split = grounded_split(ds)
+    sims = with_controls(History.from_split(split), {"lm": sim}, seed=0)
+    perm = derangement(ds.n_users, seed=0)
+    u, item = 3, int(split.test_item[split.test_user == 3][0])
+    sims["lm_shuffled"](np.array([u]), np.array([item]))
+    (prompt,) = seen_prompts
+    other = ds.users["last_name"][int(perm[u])].as_py()
+    assert f"User {other}" in prompt and f"User {ds.users['last_name'][u].as_py()} " not in prompt
+    latest = ds.titles[int(ds.history(int(perm[u]))[0][-1])]
+    assert latest in prompt  # the other person's memory
+
+
+def test_a_persona_blind_rater_equals_its_shuffled_control_on_the_real_split(real_movies_dir):
+    """The oracle rates by liked / disliked genres and earlier watches; with every user's tastes emptied and no
+    re-watch penalty it rates by item alone: its paired difference with its shuffled control is exactly 0 and
+    it never 'beats' it."""
+    ds = load_dataset(real_movies_dir)
+    ds.liked[:], ds.disliked[:] = 0, 0
+    res = grounded_proof(ds, OracleRater(ds, scale="0-9", repeat=0.0), "oracle", k=2, boots=50, perms=50, max_pos=2,
+                         calib_per_user=1)  # fmt: skip
+    rows = [r for r in res["paired"] if r["control"] == "oracle_shuffled"]
+    assert rows and all(r["difference"] == 0.0 and not r["beats"] for r in rows)

@@ -132,6 +132,7 @@ USERS = pa.schema(
         pa.field("high_share", pa.float32()),
         pa.field("habit", pa.string()),
         pa.field("favourites", pa.list_(pa.string())),
+        pa.field("facts", pa.list_(pa.string())),  # other facts a corpus' users file records, "field: value"
     ]
 )
 USERS = described(
@@ -157,6 +158,8 @@ USERS = described(
     high_share="Real users: share of their history ratings at the release's like threshold or above",
     habit="Real users: rating habit from the history: harsh critic, balanced or generous rater",
     favourites="Real users: titles of their best-rated history items (at most 5)",
+    facts="Real users: other facts the source's users file records, each 'field: value' (e.g. 'location: urban'); "
+    "null where it records none",
 )
 
 # Real-user populations: each user's own ratings, split into the history the simulator may show and the
@@ -337,3 +340,40 @@ CORPUS_RATINGS = described(
     rating="The source's rating, on the scale recorded in the file's metadata (special values dropped)",
     timestamp="When the rating was given (UTC); null where the source has no time",
 )
+
+# Demographics of a described corpus' real people where it declares a users file ([users] in its TOML).
+CORPUS_SOURCE_USERS = described(
+    pa.schema(
+        [
+            pa.field("source_user_id", pa.string(), nullable=False),
+            pa.field("sex", pa.string()),
+            pa.field("age", pa.int16()),
+            pa.field("age_group", pa.string()),
+            pa.field("occupation", pa.string()),
+            pa.field("facts", pa.list_(pa.string())),
+        ]
+    ),
+    source_user_id="The source's user id, as text (as in ratings.parquet): a real person",
+    sex="M or F where the users file records it (the corpus description maps its values), else null",
+    age="Age in years where the users file records it, else null",
+    age_group="Age group as the users file records it (e.g. '20-30'), else null",
+    occupation="Occupation as the users file records it, else null",
+    facts="Other facts the users file records, each 'field: value' (e.g. 'location: urban')",
+)
+
+# Ratings of items shown to each person at random ([random_ratings] in a corpus TOML): the unbiased truth an
+# evaluation may score against. Kept apart: never in ratings.parquet, never read by users, descriptions,
+# tastes, embeddings or any item statistic.
+RANDOM_RATINGS = described(
+    pa.schema(
+        [
+            pa.field("source_user_id", pa.string(), nullable=False),
+            pa.field("item_id", pa.int32(), nullable=False),
+            pa.field("rating", pa.float64(), nullable=False),
+        ]
+    ),
+    source_user_id="The source's user id, as text (as in ratings.parquet; users.source_user_id for real users)",
+    rating="The person's rating of an item drawn at random and shown to them, on the scale in the file's metadata "
+    "(evaluation only: never shown to a persona, description, memory, policy or item statistic)",
+)
+TABLES["random_ratings.parquet"] = RANDOM_RATINGS  # one schema whatever the domain

@@ -38,7 +38,7 @@ TERMS = terms(
     descriptions="books",
     prompts="books",
     rater_scale="1-5",
-    vote={"min": 1.0, "max": 5.0, "fill": 4.21},
+    vote={"min": 1.0, "max": 5.0, "fill": 4.21, "source": "ratings", "count_source": "ratings"},
 )  # fmt: skip
 
 SAMPLE = register(

@@ -116,6 +116,8 @@ def wanted_assets(o: BuildOptions, graph) -> list[str]:
     keys = definitions.DOMAINS[o.domain].keys
     available = {key for key in graph.get_all_asset_keys()}
     targets = ["ratings"]
+    if keys.key("random_ratings") in available:  # a corpus' random-exposure ratings: the evaluation's truth
+        targets.append("random_ratings")
     if o.users or (o.users is None and o.only in ("users", "descriptions")):
         targets.append("users")
     if o.llm or o.only == "descriptions":

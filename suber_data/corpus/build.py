@@ -8,6 +8,7 @@ family, rater scale), so the later steps and the env read them as data, never fr
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -19,6 +20,8 @@ from suber_data.artifacts.io import write_parquet, write_parquet_batches
 from suber_data.artifacts.scale import RatingScale, with_scale_metadata
 from suber_data.artifacts.schemas import CORPUS_ITEMS, CORPUS_RATINGS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
+from suber_data.corpus.layouts import long_file
+from suber_data.corpus.people import add_source_users, check_users_columns, users_key
 from suber_data.corpus.read import (
     CorpusFileError,
     bad_number,
@@ -49,18 +52,54 @@ def _fetch(spec: CorpusSpec, file: FileSpec, role: str, progress: bool | None) -
     return fetch(release, progress=progress), str(file.sha256)
 
 
+def source_files(spec: CorpusSpec) -> list[tuple[str, FileSpec]]:
+    """Every file the description names, by role (a one-hot file's name map as ``<role>.names``)."""
+    files = [("items", spec.items), ("ratings", spec.ratings)]
+    files += [("random_ratings", spec.random_ratings)] if spec.random_ratings else []
+    files += [("users", spec.users.file)] if spec.users else []
+    return files + [(f"{role}.names", f.layout.names) for role, f in files if f.layout and f.layout.names]
+
+
+def random_view(spec: CorpusSpec) -> CorpusSpec:
+    """The description as if its random-exposure file were its ratings: the same checks and reading apply."""
+    return replace(spec, ratings=spec.random_ratings, rating_columns=spec.random_rating_columns)
+
+
 def fetch_sources(spec: CorpusSpec, *, progress: bool | None = None) -> dict[str, dict]:
-    """Both files fetched (cache, mirror, origin), zips opened, headers checked against the description and
-    the ratings checked against the scale: every problem surfaces here, before a table is written."""
+    """Every file fetched (cache, mirror, origin), zips opened, matrices read as their layout says, headers checked
+    against the description and the ratings checked against the scale: every problem surfaces here, before a
+    table is written."""
     out = {}
+    for role, file in source_files(spec):
+        fetched, sha = _fetch(spec, file, role, progress)
+        path = local_file(file, fetched, settings.cache_dir() / "work" / "corpus" / sha)
+        out[role] = {"path": path, "sha256": sha, "url": file.url, "size": fetched.stat().st_size}
+    for role, file in source_files(spec):
+        if file.layout is not None:  # read into a long table that DuckDB reads like any file
+            names = out.get(f"{role}.names", {}).get("path")
+            work = settings.cache_dir() / "work" / "corpus" / out[role]["sha256"]
+            out[role]["path"] = long_file(out[role]["path"], names, file.layout, role, spec.scale, work)
     with duckdb.connect() as con:
-        for role, file in (("items", spec.items), ("ratings", spec.ratings)):
-            fetched, sha = _fetch(spec, file, role, progress)
-            path = local_file(file, fetched, settings.cache_dir() / "work" / "corpus" / sha)
-            check_columns(spec, columns_of(con, file, path), role)
-            out[role] = {"path": path, "sha256": sha, "url": file.url, "size": fetched.stat().st_size}
-        check_ratings(con, spec, out["ratings"]["path"])
+        views = [("items", spec, spec.items), ("ratings", spec, spec.ratings)]
+        views += [("random_ratings", random_view(spec), spec.random_ratings)] if spec.random_ratings else []
+        for role, view, file in views:
+            check_columns(view, columns_of(con, file, out[role]["path"]), "items" if role == "items" else "ratings")
+            if role != "items":
+                check_ratings(con, view, out[role]["path"])
+        if spec.users:
+            check_users_columns(spec, columns_of(con, spec.users.file, out["users"]["path"]))
     return out
+
+
+def input_checksums(sources: dict[str, dict], *roles: str) -> list[str]:
+    """The sha256 of the roles' files and of their name maps (a step's inputs, for its fingerprint)."""
+    return [sources[r]["sha256"] for r in sorted(sources) if r.split(".")[0] in roles]
+
+
+def source_entries(spec: CorpusSpec, sources: dict[str, dict], *roles: str) -> dict[str, dict]:
+    """The manifest's record of the roles' files (and name maps): URL, size, sha256."""
+    return {f"{spec.name}-{role}": {k: s[k] for k in ("url", "size", "sha256")}
+            for role, s in sources.items() if role.split(".")[0] in roles}  # fmt: skip
 
 
 def _is_special(expr: str, spec: CorpusSpec) -> str:
@@ -98,7 +137,7 @@ def check_ratings(con, spec: CorpusSpec, path: Path) -> dict[str, int]:
 def build_items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> StepResult:
     """items.parquet: one row per distinct source id with a title; the terms go into the manifest header."""
     fp = fingerprint("corpus-items", SCHEMA_VERSION, PARSER_VERSION, str(CORPUS_ITEMS), spec_key(spec),
-                     sources["items"]["sha256"], sources["ratings"]["sha256"])  # fmt: skip
+                     *input_checksums(sources, "items", "ratings"))  # fmt: skip
     return run_step(dataset_dir, "items", fp, lambda: _items(dataset_dir, spec, sources))
 
 
@@ -113,6 +152,7 @@ def spec_key(spec: CorpusSpec) -> dict:
         "scale": rating_scale(spec).as_dict(),
         "special": {str(k): v for k, v in spec.scale.special.items()},
         "terms": spec.terms(),
+        "layouts": {role: f.layout.key() for role, f in source_files(spec) if f.layout},
     }
 
 
@@ -141,7 +181,8 @@ def derived_categories_sql(spec: CorpusSpec) -> str:
     """CTEs ``derived(rec, genres)``: a corpus without categories gets the ``derive_categories`` words (4+
     letters, not stop words) that the most items share in their title and text, as each item's categories.
     Named by the words themselves, so tastes, prompts and plots stay readable (docs/corpus.md)."""
-    cols = [ident(spec.item_columns["title"]), *(ident(t) for t in spec.item_columns["text"])]
+    named = [spec.item_columns["title"], *spec.item_columns["text"]]
+    cols = [ident(c) for c in named if c]
     text = f"lower(concat_ws(' ', {', '.join(f'CAST({c} AS VARCHAR)' for c in cols)}))"
     stop = ", ".join(f"'{w}'" for w in STOPWORDS)
     return f"""words AS (SELECT DISTINCT rec, w FROM (SELECT rec, unnest(regexp_split_to_array({text}, '[^a-z0-9]+'))
@@ -155,6 +196,22 @@ def derived_categories_sql(spec: CorpusSpec) -> str:
 def _num(spec: CorpusSpec, key: str, cast: str) -> str:
     col = spec.item_columns.get(key)
     return f"TRY_CAST(TRY_CAST({ident(col)} AS DOUBLE) AS {cast})" if col else f"NULL::{cast}"
+
+
+def _title_sql(spec: CorpusSpec) -> str:
+    """The item's title: its column, else (items described by features only) a label composed from them."""
+    if spec.item_columns["title"]:
+        return f"trim(CAST({ident(spec.item_columns['title'])} AS VARCHAR))"
+    return feature_title_sql(spec)
+
+
+def feature_title_sql(spec: CorpusSpec) -> str:
+    """A label for an item with no title column: the item noun, its id and its text columns' values
+    ("coat 17: women, bomber, black"); the id keeps apart items whose features are the same.
+    A stand-in until titles are optional for every corpus (then one rule for all)."""
+    values = ", ".join(f"trim(CAST({ident(t)} AS VARCHAR))" for t in spec.item_columns["text"])
+    named = f"'{spec.nouns['item'].replace(chr(39), '')} ' || CAST({ident(spec.item_columns['id'])} AS VARCHAR)"
+    return f"concat_ws(': ', {named}, nullif(concat_ws(', ', {values}), ''))" if values else named
 
 
 def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> StepRecord:
@@ -174,14 +231,14 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
         sql = f"""
             WITH src AS (SELECT row_number() OVER () AS rec, * FROM {irel}),
             kept AS (SELECT * FROM src WHERE {ident(c["id"])} IS NOT NULL
-                       AND nullif(trim(CAST({ident(c["title"])} AS VARCHAR)), '') IS NOT NULL
+                       AND nullif({_title_sql(spec)}, '') IS NOT NULL
                      QUALIFY row_number() OVER (PARTITION BY CAST({ident(c["id"])} AS VARCHAR) ORDER BY rec) = 1),
             {derived_ctes}
             rated AS (SELECT CAST({rid} AS VARCHAR) AS sid, count(*) AS n, avg(TRY_CAST({rval} AS DOUBLE)) AS m
                       FROM {rrel} WHERE {_not_special(f"TRY_CAST({rval} AS DOUBLE)", spec)} GROUP BY 1)
             SELECT (row_number() OVER (ORDER BY kept.rec) - 1)::INTEGER AS item_id,
                    CAST({ident(c["id"])} AS VARCHAR) AS source_id,
-                   trim(CAST({ident(c["title"])} AS VARCHAR)) AS title,
+                   {_title_sql(spec)} AS title,
                    {_text_sql(spec)} AS overview,
                    {genres} AS genres,
                    {_num(spec, "year", "SMALLINT")} AS year,
@@ -212,10 +269,7 @@ def _items(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict]) -> Ste
         counts=counts,
         tables=["items.parquet"],
         settings={"release": spec.release, "config": str(spec.path)},
-        sources={
-            f"{spec.name}-{role}": {"url": s["url"], "size": s["size"], "sha256": s["sha256"]}
-            for role, s in sources.items()
-        },  # fmt: skip
+        sources=source_entries(spec, sources, "items", "ratings"),
         extra={"plots": {name: path.name for name, path in plots.items()}},
         header={"domain": spec.name, "release": spec.release, "terms": spec.terms(), "about": spec.about},
     )
@@ -227,8 +281,15 @@ def build_ratings(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict])
     items_fp = read_manifest(dataset_dir).get("steps", {}).get("items", {}).get("fingerprint")
     if items_fp is None:
         raise CorpusFileError(f"{dataset_dir}: no items.parquet yet; build the items step first")
-    fp = fingerprint("corpus-ratings", SCHEMA_VERSION, PARSER_VERSION, items_fp, sources["ratings"]["sha256"])
-    return run_step(dataset_dir, "ratings", fp, lambda: _ratings(dataset_dir, spec, sources["ratings"]["path"]))
+    people = [*input_checksums(sources, "users"), users_key(spec)] if spec.users else []  # source_users.parquet
+    fp = fingerprint("corpus-ratings", SCHEMA_VERSION, PARSER_VERSION, items_fp, sources["ratings"]["sha256"], *people)
+
+    def build() -> StepRecord:
+        record = _ratings(dataset_dir, spec, sources["ratings"]["path"])
+        users = sources.get("users", {}).get("path")
+        return add_source_users(record, dataset_dir, spec, users, source_entries(spec, sources, "users"))
+
+    return run_step(dataset_dir, "ratings", fp, build)
 
 
 def _time_sql(column: str) -> str:
@@ -275,4 +336,9 @@ def build_corpus(dataset_dir: str | Path, spec: CorpusSpec, *, progress: bool | 
     """Every corpus step in order (the library path the Dagster assets call one by one)."""
     dataset_dir = Path(dataset_dir)
     sources = fetch_sources(spec, progress=progress)
-    return [build_items(dataset_dir, spec, sources), build_ratings(dataset_dir, spec, sources)]
+    steps = [build_items(dataset_dir, spec, sources), build_ratings(dataset_dir, spec, sources)]
+    if spec.random_ratings:  # its module builds on this one
+        from suber_data.corpus.random_exposure import build_random_ratings
+
+        steps.append(build_random_ratings(dataset_dir, spec, sources))
+    return steps

@@ -56,7 +56,7 @@ def source_sql(file: FileSpec, path: Path) -> str:
     if file.format in ("csv", "tsv"):
         delim = "\\t" if file.format == "tsv" else ","
         return f"read_csv({_q(path)}, header=true, all_varchar=true, delim=E'{delim}', quote='\"', escape='\"'{gz})"
-    if file.format == "parquet":
+    if file.format == "parquet" or file.layout is not None:  # a layout is read into Parquet (corpus.layouts)
         return f"read_parquet({_q(path)})"
     return f"read_json({_q(path)}, format='newline_delimited'{gz})"
 

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from suber_data.artifacts.terms import terms as make_terms
+from suber_data.corpus.layouts import LAYOUTS
 from suber_data.errors import InputError
 
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
@@ -41,6 +44,7 @@ class FileSpec:
     compression: str  # "", "gzip" or "zip"
     member: str  # the file inside a zip ("" when not zipped)
     filename: str
+    layout: Any = None  # a matrix or one-hot layout (corpus.layouts.Layout); None: one record per row
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,14 @@ class Scale:
             return self.name
         kind = "continuous" if self.step == 0 else ("whole steps" if self.step == 1 else f"steps of {self.step:g}")
         return f"{kind} {self.min:g} to {self.max:g}"
+
+    def off(self, values: np.ndarray) -> np.ndarray:
+        """Which ``values`` lie neither on the scale nor among its special values."""
+        outside = (values < self.min) | (values > self.max)
+        if self.step:
+            steps = (values - self.min) / self.step
+            outside |= np.abs(steps - np.round(steps)) > 1e-6
+        return outside & ~np.isin(values, list(self.special))
 
 
 @dataclass(frozen=True)
@@ -82,10 +94,21 @@ class CorpusSpec:
     scale: Scale
     tastes: dict[str, Any]  # prior: "items" or a CSV path; min_items
     rater_scale: str  # the env's rating scale name ("1-10", "1-5", "0-9")
+    users: Any = None  # [users]: the people's own file (corpus.sections.UsersFile), None when absent
+    random_ratings: FileSpec | None = None  # [random_ratings]: ratings of randomly shown items, kept apart
+    random_rating_columns: dict[str, str] = field(default_factory=dict)
 
     def terms(self) -> dict[str, Any]:
         """What later steps and the env read from the manifest instead of the domain's name."""
-        vote = {"min": self.scale.min, "max": self.scale.max, "fill": (self.scale.min + self.scale.max) / 2}
+        vote = {
+            "min": self.scale.min,
+            "max": self.scale.max,
+            "fill": (self.scale.min + self.scale.max) / 2,
+            # the items' own vote column, else the mean of ratings.parquet (the env recomputes the latter
+            # without held-out ratings for a real-user population)
+            "source": "column" if self.item_columns.get("vote") else "ratings",
+            "count_source": "column" if self.item_columns.get("vote_count") else "ratings",
+        }
         return make_terms(self.nouns, self.tastes, "items", "items", self.rater_scale, vote)
 
 
@@ -98,6 +121,7 @@ NOUN_DEFAULTS = {
     "person": "person",
 }
 TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env", "build"}  # build: the CLI's settings
+TOP |= {"random_ratings", "users"}  # corpus.sections
 FILE_KEYS = {"path", "url", "sha256", "format", "compression", "member"}
 ITEM_KEYS = FILE_KEYS | {
     "id",
@@ -113,6 +137,9 @@ ITEM_KEYS = FILE_KEYS | {
     "unescape_html",
     "only_rated",
     "derive_categories",
+    "names",  # the layout keys (corpus.layouts): a one-hot item file's name map and field renames
+    "fields",
+    "values",
 }
 RATING_KEYS = FILE_KEYS | {"user", "item", "value", "time"}
 
@@ -169,8 +196,8 @@ def _file(path: Path, r: _Reader) -> FileSpec:
     inner = member or name.removesuffix(".gz")
     guess = next((f for f in FORMATS if inner.endswith(f".{f}")), "json" if inner.endswith(".json") else "")
     fmt = r.get("format", str, "jsonl" if guess == "json" else guess)
-    if fmt not in FORMATS:
-        raise _fail(path, r.key("format"), f"{fmt or inner!r} is not a known format", f"set one of {FORMATS}")
+    if fmt not in FORMATS + LAYOUTS:
+        raise _fail(path, r.key("format"), f"{fmt or inner!r} is not a known format", f"set one of {FORMATS + LAYOUTS}")
     return FileSpec(url, sha, fmt, compression, member, name)
 
 
@@ -235,17 +262,19 @@ def load_spec(path: str | Path) -> CorpusSpec:
     nouns = {**NOUN_DEFAULTS, **_Reader(path, top.get("nouns", dict, {}), "nouns", set(NOUN_DEFAULTS)).table}
     if not all(isinstance(v, str) and v for v in nouns.values()):
         raise _fail(path, "nouns", "every noun must be a non-empty string", 'write e.g. item = "game"')
+    from suber_data.corpus import sections  # it reads its keys with this module's readers
+
     i = _Reader(path, top.get("items", dict, required=True), "items", ITEM_KEYS)
-    items = _file(path, i)
-    item_columns = _columns(
-        i, ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count"), ("id", "title")
+    items = sections.with_layout(path, i, _file(path, i))
+    item_keys = ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count")
+    item_columns = sections.layout_columns(
+        items, _columns(i, item_keys, sections.required_columns(items, ("id", "title")))
     )
     fmt = i.get("categories_format", str, "delimited")
     if fmt not in CATEGORY_FORMATS:
         raise _fail(path, "items.categories_format", f"{fmt!r} is unknown", f"use one of {', '.join(CATEGORY_FORMATS)}")
-    rr = _Reader(path, top.get("ratings", dict, required=True), "ratings", RATING_KEYS)
-    ratings = _file(path, rr)
-    rating_columns = _columns(rr, ("user", "item", "value", "time"), ("user", "item", "value"))
+    ratings, rating_columns = sections.ratings_file(path, top, "ratings")
+    random_ratings, random_rating_columns = sections.ratings_file(path, top, "random_ratings")
     scale = _scale(path, top.get("scale", dict, required=True))
     t = _Reader(path, top.get("tastes", dict, {}), "tastes", {"prior", "min_items"})
     tastes = {"prior": t.get("prior", str, "items"), "min_items": t.get("min_items", int, 1)}
@@ -275,4 +304,7 @@ def load_spec(path: str | Path) -> CorpusSpec:
         scale,
         tastes,
         rater_scale,
+        sections.users_file(path, top),
+        random_ratings,
+        random_rating_columns,
     )

@@ -167,7 +167,7 @@ def glue_problems(text: str, user: Mapping) -> list[str]:
 # --------------------------------------------------------------------------- real users
 
 # The grounded templates' field names (a colon follows each: a free span can never write one).
-_REAL_LEAKS = ("occupation:", "home:", "rating habit:", "favourite films:", "favourite books:")
+_REAL_LEAKS = ("occupation:", "home:", "also recorded:", "rating habit:", "favourite films:", "favourite books:")
 
 
 def without_titles(text: str, titles: Sequence[str]) -> str:

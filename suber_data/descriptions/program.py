@@ -124,6 +124,7 @@ def real_values(user: Mapping) -> dict[str, str]:
         "occupation": _known(user.get("occupation")),
         "occupation_text": _known(user.get("occupation")),
         "state_text": NOT_RECORDED if not user.get("state") else f"{user['state']} (US state)",
+        "facts_text": "; ".join(user.get("facts") or []) or NOT_RECORDED,  # a corpus' users file: "location: urban"
         "hobby": NOT_RECORDED,
         "liked": ", ".join(liked) if liked else "none stands out",
         "disliked": ", ".join(disliked) if disliked else "none stands out",
@@ -204,6 +205,8 @@ def generation_key(
             elif k == "n_history":
                 value = _int_or_none(value)
             attributes[k] = value
+        if user.get("facts"):  # what a corpus' users file records; absent, the key is what it was
+            attributes["facts"] = [str(f) for f in user["facts"]]
         if backend == "template":
             revision = f"{revision}+{fixed_grounded_digest()}"
     else:

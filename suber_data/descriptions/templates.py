@@ -23,7 +23,7 @@ REAL_VARIANTS = ("grounded", "grounded_books", "grounded_items")  # real users (
 VARIANTS = SYNTHETIC_VARIANTS + REAL_VARIANTS
 FIELDS = ("name", "age", "sex", "hobby", "occupation", "liked", "disliked", "man_woman", "he_she")
 # Real users' records: every field says what the release records, or "not recorded" (see program.user_values).
-REAL_FIELDS = ("age_text", "sex_text", "occupation_text", "state_text", "habit_text", "favourites")
+REAL_FIELDS = ("age_text", "sex_text", "occupation_text", "state_text", "facts_text", "habit_text", "favourites")
 
 _MARKER = re.compile(r"\{\{\s*(select|gen)\s+([a-z_]+)(?:\s+([a-z_]+))?\s*\}\}")
 _FIELD = re.compile(r"\{([a-z_]+)\}")

@@ -40,7 +40,7 @@ TERMS = terms(
     descriptions="movies",
     prompts="movies",
     rater_scale="0-9",
-    vote={"min": 0.0, "max": 10.0, "fill": 6.53},
+    vote={"min": 0.0, "max": 10.0, "fill": 6.53, "source": "tmdb", "count_source": "tmdb"},
 )  # fmt: skip
 
 SAMPLE = register(

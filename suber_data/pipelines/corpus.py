@@ -7,10 +7,11 @@ corpus as a domain of its own (groups ``<name>_corpus``, ``<name>_users``, ...) 
 import dagster as dg
 
 from suber_data import duck
-from suber_data.artifacts.schemas import CORPUS_ITEMS, CORPUS_RATINGS, SCHEMA_VERSION
+from suber_data.artifacts.schemas import CORPUS_ITEMS, CORPUS_RATINGS, RANDOM_RATINGS, SCHEMA_VERSION
 from suber_data.artifacts.steps import StepResult
 from suber_data.corpus import build as corpus
 from suber_data.corpus import checks as checks_lib
+from suber_data.corpus import random_exposure
 from suber_data.corpus.spec import CorpusSpec
 from suber_data.pipelines.checks import multi_check
 from suber_data.pipelines.domains import DomainSpec
@@ -86,7 +87,33 @@ def _assets(spec: CorpusSpec, keys: DomainKeys) -> list:
         result = corpus.build_ratings(folder, spec, corpus.fetch_sources(spec))
         return _result(result, context, **table_metadata(folder / "ratings.parquet"))
 
-    return [source, items, ratings]
+    return [source, items, ratings, *_random_ratings(spec, keys, version, items, ratings)]
+
+
+def _random_ratings(spec: CorpusSpec, keys: DomainKeys, version: str, items, ratings) -> list:
+    """The ratings of randomly shown items, where the description declares them: a step of their own, on which no
+    users, descriptions or embeddings step depends (they are the evaluation's truth, kept apart)."""
+    if spec.random_ratings is None:
+        return []
+
+    @dg.asset(
+        key=keys.key(random_exposure.STEP),
+        deps=[items, ratings],
+        group_name=keys.group("corpus"),
+        partitions_def=keys.releases,
+        required_resource_keys={keys.storage},
+        kinds=TABLE_KINDS,
+        code_version=version,
+        metadata=schema_metadata(RANDOM_RATINGS),
+        description=f"Ratings of {spec.nouns['items']} shown at random (random_ratings.parquet): evaluation only, "
+        "never merged into ratings.parquet",
+    )
+    def random_ratings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        folder = keys.dataset_dir(context)
+        result = random_exposure.build_random_ratings(folder, spec, corpus.fetch_sources(spec))
+        return _result(result, context, **table_metadata(folder / random_exposure.TABLE))
+
+    return [random_ratings]
 
 
 def domain(spec: CorpusSpec) -> DomainSpec:
@@ -114,4 +141,16 @@ def domain(spec: CorpusSpec) -> DomainSpec:
             blocking=frozenset({"ratings_valid"}),
         ),
     ]
+    if spec.random_ratings is not None:
+        checks.append(
+            multi_check(
+                keys.key(random_exposure.STEP),
+                keys.name("random_ratings_checks"),
+                random_exposure.CHECKS,
+                lambda c: random_exposure.check_random_ratings(keys.dataset_dir(c)),
+                frozenset({keys.storage}),
+                keys.releases,
+                blocking=frozenset(random_exposure.CHECKS),
+            )
+        )
     return DomainSpec(spec.name, _assets(spec, keys), checks, key_prefix=spec.name)

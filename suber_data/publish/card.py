@@ -81,6 +81,28 @@ def _tables_section(dataset_dir: Path, manifest: dict[str, Any], tables: list[st
     return lines
 
 
+def random_exposure_text(manifest: dict[str, Any]) -> str:
+    """What the random-exposure ratings are and how they are kept apart ("" when the dataset has none)."""
+    step = manifest.get("steps", {}).get("random_ratings")
+    if not step:
+        return ""
+    c = step.get("counts", {})
+    return (
+        f"`random_ratings.parquet` holds {c.get('ratings', 0):,} ratings by {c.get('users', 0):,} people of "
+        f"{c.get('items', 0):,} items that were drawn at random and shown to them (mean {c.get('mean_rating')}), "
+        "an unbiased sample of how each person rates the catalogue, where `ratings.parquet` holds the items people "
+        "chose to rate. It is kept apart for evaluation: never merged into `ratings.parquet`, and read by no user, "
+        f"description, taste, embedding or item statistic. {c.get('in_ratings_too', 0):,} (person, item) pairs are "
+        "in both files (both kept). `source_user_id` is the same person in both files and, for real users, "
+        "`users.source_user_id`."
+    )
+
+
+def _random_section(manifest: dict[str, Any]) -> list[str]:
+    text = random_exposure_text(manifest)
+    return ["## Ratings of randomly shown items", "", text, ""] if text else []
+
+
 def _plots_section(dataset_dir: Path, manifest: dict[str, Any]) -> list[str]:
     """The PNG plots the steps recorded (``plots`` in their manifest sections) that are in the folder, shown inline."""
     lines = []
@@ -183,6 +205,7 @@ def render_card(dataset_dir: str | Path) -> str:
         "opens the folder as a recommender environment (`suber_env.load_dataset(folder)`).",
         "",
         *_tables_section(dataset_dir, manifest, tables),
+        *_random_section(manifest),
         *_plots_section(dataset_dir, manifest),
         *_build_section(manifest),
         *_sources_section(manifest),

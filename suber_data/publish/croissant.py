@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from suber_data import __version__
 from suber_data.artifacts.io import atomic_path
 from suber_data.artifacts.manifest import read_manifest
-from suber_data.publish.card import card_tables
+from suber_data.publish.card import card_tables, random_exposure_text
 from suber_data.publish.terms import SUBER_CITATION, terms_for
 
 CROISSANT = "croissant.json"
@@ -159,6 +159,8 @@ def _rai(manifest: dict) -> dict[str, Any]:
         "Descriptions written by a small LLM can repeat stereotypes of age, sex and occupation; rows written by "
         "the 'template' backend say so in their text and in user_descriptions.backend.",
     ]
+    if random_exposure_text(manifest):
+        limits.append(random_exposure_text(manifest))
     if special:
         limits.append("Ratings with a special meaning were dropped from ratings.parquet: " + ", ".join(
             f"{value} ({entry.get('meaning')})" for value, entry in special.items()))  # fmt: skip

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from suber_data.artifacts.io import write_parquet
 from suber_data.artifacts.manifest import fingerprint, read_manifest, sha256_file
+from suber_data.artifacts.scale import parquet_scale
 from suber_data.artifacts.schemas import USER_RATINGS, USERS
 from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 from suber_data.errors import InputError
@@ -391,6 +392,11 @@ def real_checks(dataset_dir: Path) -> list[C.CheckOutcome]:
     settings = read_manifest(dataset_dir).get("steps", {}).get(STEP, {}).get("settings", {})
     outcomes = [
         real.check_split(users, user_ratings, settings),
-        real.check_persona_leak(users, user_ratings, pq.read_table(dataset_dir / "items.parquet")),
+        real.check_persona_leak(
+            users,
+            user_ratings,
+            pq.read_table(dataset_dir / "items.parquet"),
+            parquet_scale(dataset_dir / "ratings.parquet"),
+        ),
     ]
     return [o.problems_in_detail() for o in outcomes]

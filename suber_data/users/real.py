@@ -202,9 +202,12 @@ def favourites(user, item, rating, time, n_users: int, titles: list[str]) -> lis
 
 
 def demographics(dataset_dir: Path, source_ids: np.ndarray) -> dict[str, list]:
-    """sex (M/F/U), age, age group, occupation, state of the given source ids (nulls where none recorded)."""
+    """sex (M/F/U), age, age group, occupation, state and other facts of the given source ids (nulls where none
+    recorded), from ``source_users.parquet``: a release's demographics (MovieLens: a zip code, no facts) or a
+    described corpus' users file (no zip code; facts such as "location: urban")."""
     n = len(source_ids)
-    out = {"sex": ["U"] * n, "age": [None] * n, "age_group": [None] * n, "occupation": [None] * n, "state": [None] * n}
+    out = {"sex": ["U"] * n, "age": [None] * n, "age_group": [None] * n, "occupation": [None] * n, "state": [None] * n,
+           "facts": [None] * n}  # fmt: skip
     path = dataset_dir / "source_users.parquet"
     if not path.exists():
         return out
@@ -217,7 +220,8 @@ def demographics(dataset_dir: Path, source_ids: np.ndarray) -> dict[str, list]:
         out["age"][k] = r["age"]
         out["age_group"][k] = r["age_group"]
         out["occupation"][k] = r["occupation"]
-        out["state"][k] = zip_state(r["zip_code"])
+        out["state"][k] = zip_state(r.get("zip_code"))
+        out["facts"][k] = r.get("facts") or None
     return out
 
 
@@ -280,6 +284,7 @@ def build_real_population(dataset_dir: Path, settings: RealSettings) -> RealPopu
             "high_share": pa.array(mine["high"].astype(np.float32)),
             "habit": habit_names(mine["mean"], everyone["mean"][everyone["n"] > 0]),
             "favourites": pa.array(favs, pa.list_(pa.string())),
+            "facts": pa.array(demo["facts"], pa.list_(pa.string())),
         }
     )
     user_ratings = _user_ratings(dense, r.item[rows], r.rating[rows], r.time[rows], held)

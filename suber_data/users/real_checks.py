@@ -46,10 +46,11 @@ def check_split(users: pa.Table, user_ratings: pa.Table, settings: dict) -> Chec
     )
 
 
-def check_persona_leak(users: pa.Table, user_ratings: pa.Table, items: pa.Table) -> CheckOutcome:
-    """Every persona field comes from the history alone: favourites are history titles, and the recorded
-    history count and mean rating are those of the history rows (a persona fed held-out ratings differs)."""
-    problems: list[str] = []
+def check_persona_leak(users: pa.Table, user_ratings: pa.Table, items: pa.Table, scale=None) -> CheckOutcome:
+    """Every persona field comes from the history alone: favourites are history titles, the recorded history
+    count and mean rating are those of the history rows, and the liked and disliked categories are the ones the
+    history gives (computed again here from the history rows; a persona fed held-out ratings differs)."""
+    problems: list[str] = _taste_problems(users, user_ratings, items, scale) if scale is not None else []
     titles = items.sort_by("item_id")["title"].to_pylist()
     ur = user_ratings.to_pydict()
     hist_titles: dict[int, set[str]] = {}
@@ -80,6 +81,24 @@ def check_persona_leak(users: pa.Table, user_ratings: pa.Table, items: pa.Table)
     return CheckOutcome.from_problems(
         "real_users_no_leak", problems, "persona fields (favourites, habits) computed from the history alone"
     )
+
+
+def _taste_problems(users: pa.Table, user_ratings: pa.Table, items: pa.Table, scale) -> list[str]:
+    """Users whose recorded liked / disliked categories differ from those their history alone gives."""
+    from suber_data.users.real import genre_matrix, pick_tastes, tastes
+
+    hist = user_ratings.filter(pc.equal(user_ratings["part"], "history"))
+    n = users.num_rows
+    vocab, genres = genre_matrix(items.select(["item_id", "genres"]))
+    score, cnt = tastes(hist["user_id"].to_numpy().astype(np.int64), hist["item_id"].to_numpy().astype(np.int64),
+                        hist["rating"].to_numpy().astype(np.float64), n, genres, scale)  # fmt: skip
+    liked, disliked = pick_tastes(score, cnt, vocab, scale)
+    order = users["user_id"].to_numpy()
+    got_l, got_d = users["liked"].to_pylist(), users["disliked"].to_pylist()
+    off = [int(u) for j, u in enumerate(order) if (got_l[j] or []) != liked[u] or (got_d[j] or []) != disliked[u]]
+    if off:
+        return [f"{len(off)} user(s) whose liked or disliked categories are not their history's (user {off[0]})"]
+    return []
 
 
 def held_out_mentions(text: str, held_titles: set[str], history_titles: set[str]) -> list[str]:

@@ -166,6 +166,24 @@ def test_a_planted_leak_is_caught(grouplens):
     pq.write_table(users.set_column(users.schema.get_field_index("favourites"), "favourites", pa.array(favs)),
                    ds / "users.parquet")  # fmt: skip
     assert [r.name for r in real_checks(ds) if not r.passed] == ["real_users_no_leak"]
+    pq.write_table(users, ds / "users.parquet")
+    assert all(r.passed for r in real_checks(ds))
+    # liked and disliked categories computed from the held-out ratings instead of the history
+    from suber_data.users.real import genre_matrix, pick_tastes, tastes
+
+    held_all = ur.filter(pa.compute.equal(ur["part"], "held_out"))
+    vocab, genres = genre_matrix(pq.read_table(ds / "items.parquet", columns=["item_id", "genres"]))
+    scale = parquet_scale(ds / "ratings.parquet")
+    score, cnt = tastes(held_all["user_id"].to_numpy(), held_all["item_id"].to_numpy(),
+                        held_all["rating"].to_numpy().astype(float), users.num_rows, genres, scale)  # fmt: skip
+    liked, disliked = pick_tastes(score, np.maximum(cnt, 2), vocab, scale)
+    assert liked != users["liked"].to_pylist() or disliked != users["disliked"].to_pylist()
+    planted = users.set_column(users.schema.get_field_index("liked"), "liked", pa.array(liked, pa.list_(pa.string())))
+    planted = planted.set_column(users.schema.get_field_index("disliked"), "disliked",
+                                 pa.array(disliked, pa.list_(pa.string())))  # fmt: skip
+    pq.write_table(planted, ds / "users.parquet")
+    bad = [r for r in real_checks(ds) if not r.passed]
+    assert [r.name for r in bad] == ["real_users_no_leak"] and "categories are not their history's" in bad[0].observed
 
 
 def test_real_users_of_ml_latest_small(env, shared_movielens, monkeypatch):

@@ -112,6 +112,8 @@ class Planned(Exception):  # noqa: N818 - not an error: it ends a case once its 
 
 
 class _Recorder(Rater):
+    live = False  # takes a whole batch at once: the store cuts it into blocks
+
     def __init__(self, plan: Plan, personas: Dataset, scale: Scale):
         self.plan, self.personas, self.scale = plan, personas, scale
 
@@ -121,6 +123,8 @@ class _Recorder(Rater):
 
 
 class _Stored(Rater):
+    live = False
+
     def __init__(self, store: RatingStore, personas: Dataset, scale: Scale):
         self.store, self.personas, self.scale = store, personas, scale
 
@@ -142,7 +146,8 @@ class RatingStore:
     def persona_key(self, personas: Dataset) -> str:
         h = hashlib.sha256(self._items.encode())
         for name in ("users.parquet", "user_descriptions.parquet"):
-            h.update((personas.path / name).read_bytes())
+            path = personas.path / name
+            h.update(path.read_bytes() if path.exists() else b"absent")  # a dataset built without descriptions
         key = h.hexdigest()
         self._personas[key] = personas
         return key

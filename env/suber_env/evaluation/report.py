@@ -20,7 +20,7 @@ TITLES = {
     **{f"collections_{m}": f"Collections ({m} retrieval)" for m in RETRIEVALS},
     "similarity": "Similarity to real ratings",
     "people": "Real people: like / dislike agreement",
-    "grounded": "Grounded users: Kendall tau, simulated vs real ordering of recommenders (protocol A)",
+    "grounded": "Grounded users: Kendall tau of the recommenders' simulated vs real order (headline protocol, fair)",
 }
 # paper table 6, Mistral-7B, 0-9, 2-shot; SUBER's collections figure is with its default last_3 retrieval
 SUBER_MISTRAL = {"genre": 0.79, "high_low": 1.00, "collections_recent": 0.67, "similarity": 0.78}
@@ -122,7 +122,7 @@ def proof_section(out: Path, rater: str, proof: dict, plots: list[str]) -> list[
 
 
 def proof_plots(out: Path, proof: dict, rater: str) -> list[str]:
-    """One point per recommender: simulated score against the real one (protocol A), per simulator; and each
+    """One point per recommender: simulated score against the real one (protocols A and R), per simulator; and each
     simulator's per-user mean rating spread beside the real one."""
     try:
         import matplotlib
@@ -133,11 +133,11 @@ def proof_plots(out: Path, proof: dict, rater: str) -> list[str]:
 
     files = []
     sims = proof["simulators"]
-    for protocol in ("A", "B"):
+    metric, subset = proof["protocol"]["primary_metric"], proof["protocol"]["headline_subset"]
+    for protocol in ("A", "R"):
         real = proof["real"].get(protocol)
         if not real:
             continue
-        metric = proof["protocol"]["primary_metric"][protocol]
         names = list(real[metric])
         fig, axes = plt.subplots(1, len(sims), figsize=(3.2 * len(sims), 3.2), squeeze=False)
         for ax, (sim, res) in zip(axes[0], sims.items(), strict=True):
@@ -147,8 +147,8 @@ def proof_plots(out: Path, proof: dict, rater: str) -> list[str]:
             x = [real[metric][n] for n in names]
             y = [got["sim_scores"][n] for n in names]
             ax.scatter(x, y, s=14)
-            tau = got["stats"][metric]["all"]["kendall_tau"]["value"]
-            ax.set_title(f"{sim}: tau {tau:+.2f}" if tau is not None else sim, fontsize=9)
+            tau = got["stats"][metric][subset]["kendall_tau"]["value"]
+            ax.set_title(f"{sim}: tau ({subset}) {tau:+.2f}" if tau is not None else sim, fontsize=9)
             ax.set_xlabel(f"real {metric}", fontsize=8)
         axes[0][0].set_ylabel("simulated mean rating", fontsize=8)
         name = f"grounded_{rater}_orderings_{protocol}.png"
@@ -175,7 +175,7 @@ def _distribution_plot(out: Path, proof: dict, rater: str, plt) -> str:
     hist.set_xlabel("held-out rating")
     hist.legend(fontsize=7)
     real = [sims[n]["anchors"]["distribution"]["spread_of_user_means"]["real"] for n in names]
-    sim = [sims[n]["anchors"]["distribution"]["spread_of_user_means"]["sim"] for n in names]
+    sim = [sims[n]["anchors"]["distribution"]["spread_of_user_means"]["sim_sampled"] for n in names]
     spread.bar(np.arange(len(names)), sim, color="tab:blue", label="simulated")
     spread.axhline(real[0], color="black", linestyle="--", label="real")
     spread.set_xticks(np.arange(len(names)), names, rotation=20, fontsize=8)

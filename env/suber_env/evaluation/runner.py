@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from suber_env import Dataset, load_dataset, make_rater
+from suber_env import Dataset, load_dataset
 from suber_env.scales import get_scale
 
 from .cases import genre_preference, high_low
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from .ray_rating import RayOptions
 
 SUITE = ("genre", "high_low", "similarity", "collections", "people", "grounded")
-# Cases that rate through a live rater in this process: the proof asks for pairs as it measures, which the
-# plan-then-rate store cannot know beforehand.
-LIVE_CASES = ("grounded",)
 CONTROLS = ("random", "echo")
 RATERS = ("oracle", "cf", "transformers", "openai")
 # Raters fitted on the dataset's own users' ratings: the persona cases' users (written personas) rate nothing, so
@@ -57,17 +54,19 @@ def _dataset_personas(ds: Dataset) -> list[Persona]:
     return [Persona(t, list(a or []), list(b or [])) for t, a, b in zip(texts, liked, disliked, strict=True)]
 
 
-def _run(ds: Dataset, make, folder: Path, suite, seed: int, sizes: dict) -> dict[str, dict]:
+def _run(ds: Dataset, make, folder: Path, suite, seed: int, sizes: dict, rater: str | None = None) -> dict[str, dict]:
+    """The suite's cases with raters from ``make``; the grounded case (the proof) only for the evaluated
+    ``rater``: it measures its own controls (random, shuffled personas, CF)."""
     out = {}
-    for case in (c for c in suite if c not in LIVE_CASES):
+    for case in (c for c in suite if c != "grounded" or rater is not None):
         try:
-            _run_case(ds, make, folder, case, seed, sizes, out)
+            _run_case(ds, make, folder, case, seed, sizes, out, rater)
         except Planned:  # the planning pass: the case's requests are recorded, nothing to score
             continue
     return out
 
 
-def _run_case(ds: Dataset, make, folder: Path, case: str, seed: int, sizes: dict, out: dict) -> None:
+def _run_case(ds: Dataset, make, folder: Path, case: str, seed: int, sizes: dict, out: dict, rater=None) -> None:
     rng = np.random.default_rng([seed, SUITE.index(case)])  # each case draws the same items for every rater
     if case == "genre":
         out[case] = genre_preference(
@@ -91,6 +90,8 @@ def _run_case(ds: Dataset, make, folder: Path, case: str, seed: int, sizes: dict
                 k=sizes["k"],
             )
         )
+    elif case == "grounded":  # the dataset's own users are the personas
+        out[case] = grounded_case(ds, make(ds), rater, seed, sizes)
     elif case == "people":
         out[case] = real_people(
             ds,
@@ -108,7 +109,8 @@ def _run_case(ds: Dataset, make, folder: Path, case: str, seed: int, sizes: dict
 SIZES = (
     "genre_items", "max_genres", "high_low_personas", "high_low_items", "pairs", "collection_users",
     "max_collections", "retrievals", "k", "people_users", "people_holdout", "people_history", "people_retrieval",
-    "grounded_k", "grounded_boots", "grounded_perms", "grounded_max_pos", "grounded_calibration", "grounded_policies",
+    "grounded_k", "grounded_boots", "grounded_perms", "grounded_null_check", "grounded_max_pos", "grounded_calibration",
+    "grounded_policies",
 )  # fmt: skip
 
 
@@ -169,9 +171,10 @@ def evaluate(
     people_retrieval: str = "recent",
     grounded_k: int = 5,
     grounded_boots: int = 1000,
-    grounded_perms: int = 200,
+    grounded_perms: int = 1000,
+    grounded_null_check: int = 0,
     grounded_max_pos: int = 20,
-    grounded_calibration: int = 50,
+    grounded_calibration: int = 5,
     grounded_policies: tuple[str | Path, ...] = (),
     controls: tuple[str, ...] = ("random",),
     block_size: int = 256,
@@ -198,8 +201,8 @@ def evaluate(
     store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)
     store.remove_temporary()  # what a driver killed mid-write left
     plan = Plan(store)
-    persona_suite = suite if rater not in HISTORY_RATERS else ()
-    _run(ds, plan.factory(), out / "personas" / rater, persona_suite, seed, sizes)
+    rater_suite = suite if rater not in HISTORY_RATERS else tuple(c for c in suite if c == "grounded")
+    _run(ds, plan.factory(), out / "personas" / rater, rater_suite, seed, sizes, rater)
     todo = plan.missing()
     if ray is None:
         rate_here(store, todo)
@@ -207,9 +210,9 @@ def evaluate(
         from .ray_rating import RayOptions, rate_on_ray
 
         rate_on_ray(store, todo, ray if isinstance(ray, RayOptions) else RayOptions(address=ray))
-    results = {rater: _run(ds, store.factory(), out / "personas" / rater, persona_suite, seed, sizes)}
-    results[rater] |= {case: {"skipped": _NO_PERSONAS.format(rater=rater)} for case in suite if case not in LIVE_CASES
-                       and rater in HISTORY_RATERS}  # fmt: skip
+    results = {rater: _run(ds, store.factory(), out / "personas" / rater, rater_suite, seed, sizes, rater)}
+    if rater in HISTORY_RATERS:
+        results[rater] |= {case: {"skipped": _NO_PERSONAS.format(rater=rater)} for case in suite if case != "grounded"}
     prompt_hashes = {rater: store.prompt_hash(plan.blocks[0])} if plan.blocks else {}
     prompt_hashes = {k: v for k, v in prompt_hashes.items() if v}
     controls_made = {  # no model: rated in this process
@@ -218,8 +221,6 @@ def evaluate(
     }
     for name in (c for c in CONTROLS if c in controls):  # the report's column order
         results[name] = _run(ds, controls_made[name], out / "personas" / name, suite, seed, sizes)
-    if "grounded" in suite:  # its controls (random, shuffled personas, CF) are measured inside the proof
-        results[rater]["grounded"] = grounded_case(ds, make_rater(rater, ds, **rater_kw), rater, seed, sizes)
     settings = _settings(ds, rater, rater_kw, scale, seed, suite, sizes, controls, block_size, prompt_hashes)
     write_report(out, results, settings)
     planned = len({b.key for b in plan.blocks})

@@ -126,16 +126,9 @@ class CFRater(Rater):
         ds.require("users", "the cf rater (it fits on the users' own ratings)")
         self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
         self.values = np.asarray(self.scale.values)
-        users, items, ratings, position = history_triples(ds, self.scale, "the cf rater")
-        refuse_held_out(ds, users, items, "the cf rater's fit")
         hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
-        val = validation_cut(users, position, validation)
-        fit = ~val
-        first = fit_mf(users[fit], items[fit], ratings[fit], ds.n_users, ds.n_items, **hp)
-        err = first.predict(users[val], items[val]) - ratings[val]
-        self.validation_rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
+        self.model, self.validation_rmse = _fitted(ds, self.scale, validation, hp)
         self.sd = self.validation_rmse if np.isfinite(self.validation_rmse) else 1.0
-        self.model = fit_mf(users, items, ratings, ds.n_users, ds.n_items, **hp)
         self.settings = {**hp, "validation": validation, "sd": self.sd, "library": "cornac MF"}
 
     def expected(self, req: Requests) -> np.ndarray:
@@ -144,3 +137,26 @@ class CFRater(Rater):
 
     def distribution(self, req: Requests) -> np.ndarray:
         return discretised_normal(self.expected(req), self.sd, self.values)
+
+
+_FITS: dict[tuple, tuple[CFModel, float]] = {}  # the evaluation builds a rater per block: one fit per input
+
+
+def _fitted(ds, scale: Scale, validation: float, hp: dict) -> tuple[CFModel, float]:
+    """(the model fitted on the whole history, its RMSE on the validation cut when fitted without it), computed
+    once per exact input: the key holds a digest of the history arrays themselves, not just the folder."""
+    import hashlib
+
+    users, items, ratings, position = history_triples(ds, scale, "the cf rater")
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in (users, items, ratings))).hexdigest()
+    key = (str(ds.path), ds.n_users, ds.n_items, digest, scale.name, validation, tuple(sorted(hp.items())))
+    if key not in _FITS:
+        refuse_held_out(ds, users, items, "the cf rater's fit")
+        val = validation_cut(users, position, validation)
+        fit = ~val
+        first = fit_mf(users[fit], items[fit], ratings[fit], ds.n_users, ds.n_items, **hp)
+        err = first.predict(users[val], items[val]) - ratings[val]
+        rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
+        _FITS.clear()  # one dataset at a time: the memory of one model
+        _FITS[key] = (fit_mf(users, items, ratings, ds.n_users, ds.n_items, **hp), rmse)
+    return _FITS[key]

@@ -95,28 +95,15 @@ class ModelPolicy:
         return _best_unseen(scores, seen)
 
 
-def _ratings_by_item(ds: Dataset) -> tuple[np.ndarray, np.ndarray] | None:
-    """(count, sum) of the real ratings per item from ratings.parquet, or None when the folder has none."""
-    if not (ds.path / "ratings.parquet").exists():
-        return None
-    t = ds.sql("SELECT item_id, count(*) AS n, sum(rating) AS s FROM ratings GROUP BY item_id")
-    ids = t.column("item_id").to_numpy().astype(np.int64)
-    keep = (ids >= 0) & (ids < ds.n_items)
-    n, s = np.zeros(ds.n_items), np.zeros(ds.n_items)
-    n[ids[keep]] = t.column("n").to_numpy()[keep]
-    s[ids[keep]] = t.column("s").to_numpy()[keep]
-    return n, s
-
-
 def item_popularity(ds: Dataset) -> np.ndarray:
     """Per-item popularity for most-popular, novelty and the item features: TMDB ``vote_count`` when the items
-    table has it (and it is not all empty), else the number of real ratings (ratings.parquet), else the vote
-    average."""
+    table has it (and it is not all empty), else the number of real ratings (``Dataset.item_rating_stats``: in a
+    real-user population, never their held-out ratings), else the vote average."""
     if "vote_count" in ds.items.column_names:
         count = np.nan_to_num(ds.items.column("vote_count").to_numpy(zero_copy_only=False).astype(np.float64))
         if count.max() > 0:
             return count
-    rated = _ratings_by_item(ds)
+    rated = ds.item_rating_stats()
     if rated is not None and rated[0].max() > 0:
         return rated[0]
     return ds.vote.astype(np.float64)
@@ -125,7 +112,7 @@ def item_popularity(ds: Dataset) -> np.ndarray:
 def mean_rating(ds: Dataset, prior: float = 10.0) -> np.ndarray:
     """Average real rating per item, shrunk towards the global average by ``prior`` pseudo-ratings (so that
     one 5-star rating does not top the list); zeros when the dataset has no ratings."""
-    rated = _ratings_by_item(ds)
+    rated = ds.item_rating_stats()
     if rated is None or rated[0].sum() == 0:
         return np.zeros(ds.n_items)
     n, s = rated

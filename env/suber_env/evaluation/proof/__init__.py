@@ -1,16 +1,18 @@
-"""The proof (issue 23): does the simulator order recommenders as real people do? Pure array functions
-on a ``GroundedSplit``: the recommender panel (fitted on history only), counterfactual agreement
-(Kendall tau, per-user pairwise agreement, bootstrap and permutation test), the controls, the anchors'
-protocols (Agent4Rec, SimUSER, distribution fidelity) and a history-only calibration."""
+"""The proof: does the simulator order recommenders as real people do? Pure array functions on a
+``GroundedSplit``: the recommender panel (fitted on history only), counterfactual agreement on held-out (A)
+and random-exposure (R) truth (Kendall tau, per-person pairwise agreement, a two-way bootstrap, nulls that
+keep item effects, paired differences), the controls, the anchors' protocols (Agent4Rec, SimUSER,
+distribution fidelity) and a calibration fitted on a history cut no simulator sees."""
 
 from .agreement import collect_picks, kendall_tau, pairwise_counts
 from .anchors import baselines, discrimination, discrimination_sets, distribution, jensen_shannon, rating_error
 from .cache import RatingCache
-from .calibration import Calibration, calibration_report, fit_calibration, history_pairs
+from .calibration import Calibration, calibration_cut, calibration_report, fit_calibration, history_pairs
 from .controls import (
     cf_simulator,
     derangement,
     item_mean_simulator,
+    mf_simulator,
     normal_over_scale,
     random_simulator,
     reversed_simulator,
@@ -31,7 +33,7 @@ from .data import (
 from .markdown import markdown
 from .mf import MFModel, fit_mf
 from .panel import Panel, Recommender, default_panel
-from .run import run_proof
+from .run import ProofContext, run_proof
 
 __all__ = [
     "Calibration",
@@ -40,12 +42,14 @@ __all__ = [
     "LeakError",
     "MFModel",
     "Panel",
+    "ProofContext",
     "RatingCache",
     "Recommender",
     "Simulator",
     "assert_no_overlap",
     "assert_subset_of_history",
     "baselines",
+    "calibration_cut",
     "calibration_report",
     "cf_simulator",
     "collect_picks",
@@ -62,6 +66,7 @@ __all__ = [
     "jensen_shannon",
     "kendall_tau",
     "markdown",
+    "mf_simulator",
     "normal_over_scale",
     "pairwise_counts",
     "random_simulator",

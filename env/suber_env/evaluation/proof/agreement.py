@@ -1,16 +1,27 @@
-"""Counterfactual agreement: does the simulator order the recommenders as the real held-out ratings do?
+"""Counterfactual agreement: does the simulator order the recommenders as the real people do?
 
-Protocol A: each recommender picks its top-k among the items the user has held-out ratings for (users
-with more than k held-out ratings). Protocol B: top-k among the whole catalogue minus the user's history
-items; a pick the user never rated counts as not liked (gain 0, no hit). Each recommender is scored in
-the simulator (mean expected simulated rating of its picks) and on the real ratings (A: mean real
-rating, hit rate of likes, NDCG@k; B: hit rate and NDCG@k). Reported: Kendall tau-b between the two
-orderings of the recommenders and the per-user pairwise agreement, each with a bootstrap interval over
-users and a one-sided permutation p-value against a random simulator (a uniformly random scale value per
-pair)."""
+Protocol A: each recommender picks its top k among the items the person has held-out ratings for (people
+with more than k of them); protocol R: its top k among the items the person was shown at random and rated
+(random exposure, where the release has it; pairs also in the person's history are left out). Both score
+only rated picks, so both measure taste, not which items people chose to rate. Each recommender is scored in
+the simulator (mean expected simulated rating of its picks) and on the real ratings (mean real rating, share
+of liked picks). Reported: Kendall tau-b between the two orderings of the recommenders (means over people)
+and the per-person pairwise agreement, each with
+
+- an interval from a two-way bootstrap: people resampled, items reweighted (Poisson), the picks held fixed;
+- a p-value against an *item-effect null*: simulators that give each item one random scale value (what an
+  uninformative rater with item effects does: the same value for everyone), so a simulator whose only signal
+  is item-level noise is not called significant.
+
+Whether a simulator uses who the person is shows in its paired difference with its persona-shuffled control
+(run.py). A people-permutation null (each person's simulated scores set against another person's real ones)
+was measured too and is not used: on uninformative raters with item effects its false-positive rate was two
+to four times alpha (null_check.py computes it beside the others).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,20 +29,40 @@ import numpy as np
 from .data import GroundedSplit, History, pair_keys
 from .panel import Panel
 
-METRICS = {"A": ("mean_rating", "hit_rate", "ndcg"), "B": ("hit_rate", "ndcg")}
-PRIMARY = {"A": "mean_rating", "B": "ndcg"}
+PROTOCOLS = ("A", "R")
+METRICS = ("mean_rating", "hit_rate")
+PRIMARY = "mean_rating"
+CHUNK = 50  # bootstrap or null draws evaluated at once (bounded memory)
 
 
 @dataclass
 class Picks:
-    """One protocol's picks: ``items[r, u]`` are recommender r's k picks for ``users[u]``, best first;
-    ``real[metric]`` is (n_users, n_recommenders)."""
+    """One protocol's picks: ``items[r, u]`` are recommender r's k picks for ``users[u]``, best first, and
+    ``real[r, u]`` the person's real ratings of them. ``dropped``: candidate pairs left out (history pairs)."""
 
     protocol: str
     users: np.ndarray
     items: np.ndarray
+    real: np.ndarray
     names: list[str]
-    real: dict[str, np.ndarray]
+    like_threshold: float
+    dropped: int = 0
+
+    def real_scores(self, item_w: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Per metric, (..., n_users, n_recommenders) real scores (picks weighted by ``item_w`` if given)."""
+        liked = (self.real >= self.like_threshold).astype(np.float64)
+        return {"mean_rating": pick_means(self.real, item_w), "hit_rate": pick_means(liked, item_w)}
+
+
+def pick_means(values: np.ndarray, item_w: np.ndarray | None = None) -> np.ndarray:
+    """(R, U, k) values of the picks -> (U, R) means; with weights (B, R, U, k): (B, U, R) weighted means,
+    NaN where a recommender's picks all got weight 0."""
+    if item_w is None:
+        return values.mean(axis=-1).swapaxes(-1, -2)
+    tot = item_w.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = np.where(tot > 0, (item_w * values).sum(axis=-1) / np.maximum(tot, 1e-300), np.nan)
+    return m.swapaxes(-1, -2)
 
 
 def top_k(s: np.ndarray, k: int, rng: np.random.Generator, eps: float) -> np.ndarray:
@@ -44,98 +75,60 @@ def top_k(s: np.ndarray, k: int, rng: np.random.Generator, eps: float) -> np.nda
     return np.take_along_axis(idx, order, axis=1)
 
 
-def _candidates(history: History, test_user: np.ndarray, test_item: np.ndarray, k: int) -> dict:
-    """Protocol A: users with more than k held-out items and those items (rows padded with -1);
-    protocol B: users with any held-out item and the (row, item) positions of their history."""
-    n_test = np.bincount(test_user, minlength=history.n_users)
-    a_users = np.flatnonzero(n_test > k)
-    order = np.lexsort((test_item, test_user))
-    tu, ti = test_user[order], test_item[order]
-    pos = np.arange(len(tu)) - np.searchsorted(tu, tu, side="left")
-    cand = np.full((history.n_users, max(int(n_test.max(initial=0)), k)), -1, np.int64)
-    cand[tu, pos] = ti
-    b_users = np.flatnonzero(n_test > 0)
-    row_of = np.full(history.n_users, -1)
-    row_of[b_users] = np.arange(len(b_users))
-    keep = row_of[history.user] >= 0
-    return {"A": (a_users, cand[a_users]), "B": (b_users, (row_of[history.user[keep]], history.item[keep]))}
+def _candidates(history: History, users: np.ndarray, items: np.ndarray, ratings: np.ndarray, k: int, exclude_history):
+    """Users with more than k candidate items and (n, width) candidate items and ratings (padded -1 / NaN);
+    with ``exclude_history`` candidate pairs that are history pairs are left out (counted)."""
+    users, items, ratings = np.asarray(users, np.int64), np.asarray(items, np.int64), np.asarray(ratings, float)
+    dropped = 0
+    if exclude_history:
+        seen = np.isin(pair_keys(users, items, history.n_items), pair_keys(history.user, history.item, history.n_items))
+        dropped = int(seen.sum())
+        users, items, ratings = users[~seen], items[~seen], ratings[~seen]
+    n = np.bincount(users, minlength=history.n_users)
+    keep_users = np.flatnonzero(n > k)
+    order = np.lexsort((items, users))
+    u, i, r = users[order], items[order], ratings[order]
+    pos = np.arange(len(u)) - np.searchsorted(u, u, side="left")
+    width = max(int(n.max(initial=0)), k)
+    cand = np.full((history.n_users, width), -1, np.int64)
+    real = np.full((history.n_users, width), np.nan)
+    cand[u, pos], real[u, pos] = i, r
+    return keep_users, cand[keep_users], real[keep_users], dropped
 
 
 def collect_picks(history: History, panel: Panel, split: GroundedSplit, k: int, seed: int) -> dict[str, Picks]:
-    """Fit each recommender on history (one at a time) and record its top-k for both protocols."""
-    cands = _candidates(history, split.test_user, split.test_item, k)
+    """Fit each recommender on history (one at a time) and record its top k for every protocol the split has."""
+    protocols = [p for p in PROTOCOLS if p == "A" or split.has_random_exposure]
+    cands = {p: _candidates(history, *split.truth(p), k, exclude_history=p == "R") for p in protocols}
     rng = np.random.default_rng(seed)
-    items = {p: [] for p in cands}
+    picked: dict[str, list] = {p: [] for p in protocols}
     for r, scores in panel.scores(history):
         if not np.all(np.isfinite(scores)):
             raise ValueError(f"{r.name}: scores must be finite")
         eps = 1e-9 * (1.0 + max(float(scores.max()), -float(scores.min())))
-        a_users, cand = cands["A"]
-        s = np.where(cand >= 0, scores[a_users[:, None], np.maximum(cand, 0)], -np.inf)
-        items["A"].append(np.take_along_axis(cand, top_k(s, k, rng, eps), axis=1))
-        b_users, (rows, cols) = cands["B"]
-        s = scores[b_users]
-        s[rows, cols] = -np.inf
-        items["B"].append(top_k(s, k, rng, eps))
+        for p, (users, cand, _, _) in cands.items():
+            s = np.where(cand >= 0, scores[users[:, None], np.maximum(cand, 0)], -np.inf)
+            picked[p].append(top_k(s, k, rng, eps))  # positions within the candidate rows
     out = {}
-    for p, (users, _) in cands.items():
-        stacked = np.stack(items[p]) if items[p] else np.zeros((0, len(users), k), np.int64)
-        out[p] = Picks(p, users, stacked, panel.names, real_scores(split, users, stacked, p))
+    for p, (users, cand, real, dropped) in cands.items():
+        pos = np.stack(picked[p]) if picked[p] else np.zeros((0, len(users), k), np.int64)
+        rows = np.arange(len(users))[None, :, None]
+        items, values = cand[rows, pos], real[rows, pos]
+        out[p] = Picks(p, users, items, values, panel.names, split.like_threshold, dropped)
     return out
 
 
-def _lookup(split: GroundedSplit, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """Real held-out rating of each (user, item) pair; NaN where the user has none."""
-    keys = pair_keys(split.test_user, split.test_item, split.n_items)
-    order = np.argsort(keys)
-    keys, vals = keys[order], np.asarray(split.test_rating, np.float64)[order]
-    q = pair_keys(users, items, split.n_items)
-    pos = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
-    return np.where(keys[pos] == q, vals[pos], np.nan)
-
-
-def _ideal_dcg(split: GroundedSplit, users: np.ndarray, k: int) -> np.ndarray:
-    """Per user, the DCG@k of their best held-out ratings (gain 2^r - 1)."""
-    order = np.lexsort((-np.asarray(split.test_rating, np.float64), split.test_user))
-    u, r = split.test_user[order], np.asarray(split.test_rating, np.float64)[order]
-    start = np.searchsorted(u, u, side="left")
-    rank = np.arange(len(u)) - start
-    keep = rank < k
-    ideal = np.zeros((split.n_users, k))
-    ideal[u[keep], rank[keep]] = 2.0 ** r[keep] - 1.0
-    return (ideal / np.log2(np.arange(k) + 2.0)).sum(axis=1)[users]
-
-
-def real_scores(split: GroundedSplit, users: np.ndarray, items: np.ndarray, protocol: str) -> dict[str, np.ndarray]:
-    """Per (user, recommender) real scores of the picks; unrated picks are not liked and gain nothing."""
-    R, U, k = items.shape
-    r = _lookup(split, np.broadcast_to(users[None, :, None], items.shape).ravel(), items.ravel()).reshape(items.shape)
-    rated = ~np.isnan(r)
-    gain = np.where(rated, 2.0 ** np.nan_to_num(r) - 1.0, 0.0)
-    dcg = (gain / np.log2(np.arange(k) + 2.0)).sum(axis=2)
-    idcg = _ideal_dcg(split, users, k)
-    out = {
-        "hit_rate": (rated & (np.nan_to_num(r) >= split.like_threshold)).mean(axis=2).T,
-        "ndcg": np.where(idcg > 0, dcg / np.maximum(idcg, 1e-12), 0.0).T,
-    }
-    if protocol == "A":
-        out = {"mean_rating": np.nanmean(r, axis=2).T, **out}
-    return out
-
-
-def sim_scores(picks: Picks, expected_of) -> np.ndarray:
-    """(n_users, n_recommenders): mean expected simulated rating of each recommender's picks, where
-    ``expected_of(users, items)`` returns the simulator's expected ratings."""
-    R, U, k = picks.items.shape
+def sim_pick_values(picks: Picks, expected_of) -> np.ndarray:
+    """(R, U, k): the simulator's expected rating of every pick (``expected_of(users, items)``)."""
     users = np.broadcast_to(picks.users[None, :, None], picks.items.shape).ravel()
-    e = expected_of(users, picks.items.ravel()).reshape(R, U, k)
-    return e.mean(axis=2).T
+    return expected_of(users, picks.items.ravel()).reshape(picks.items.shape)
 
 
 def _signs(x: np.ndarray, iu: np.ndarray, ju: np.ndarray) -> np.ndarray:
     d = x[..., iu] - x[..., ju]
-    tol = 1e-9 * (1.0 + np.abs(x).max(axis=-1, keepdims=True))
-    return np.where(np.abs(d) > tol, np.sign(d), 0.0)
+    with np.errstate(invalid="ignore"):
+        tol = 1e-9 * (1.0 + np.nan_to_num(np.nanmax(np.abs(x), axis=-1, keepdims=True, initial=0.0)))
+        return np.where(np.abs(d) > tol, np.sign(d), 0.0)  # NaN differences count as ties
 
 
 def kendall_tau(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -149,23 +142,36 @@ def kendall_tau(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def pairwise_counts(sim: np.ndarray, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per user, over recommender pairs whose real scores differ: (agreements, pairs). The simulator
-    agrees when it prefers the one the person did; a simulator tie counts one half."""
-    iu, ju = np.triu_indices(sim.shape[1], 1)
+    """Per user (last axis: recommenders), over recommender pairs whose real scores differ: (agreements,
+    pairs). The simulator agrees when it prefers the one the person did; a simulator tie counts one half."""
+    iu, ju = np.triu_indices(sim.shape[-1], 1)
     ss, sr = _signs(sim, iu, ju), _signs(real, iu, ju)
     eligible = sr != 0
     agree = np.where(eligible, np.where(ss == 0, 0.5, (ss == sr).astype(float)), 0.0)
-    return agree.sum(axis=1), eligible.sum(axis=1).astype(float)
+    return agree.sum(axis=-1), eligible.sum(axis=-1).astype(float)
 
 
-def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _wmean(x: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """(..., U, R) -> (..., R): the mean over users weighted by ``w`` (..., U), NaN entries left out."""
+    ok = ~np.isnan(x)
+    ww = ok * (1.0 if w is None else w[..., :, None])
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(b > 0, a / np.maximum(b, 1e-12), np.nan)
+        return (np.where(ok, x, 0.0) * ww).sum(axis=-2) / ww.sum(axis=-2)
+
+
+def statistics(sim: np.ndarray, real: np.ndarray, user_w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Kendall tau of the (weighted) means over users and pooled pairwise agreement, for (..., U, R) scores."""
+    tau = kendall_tau(_wmean(sim, user_w), _wmean(real, user_w))
+    a, e = pairwise_counts(sim, real)
+    if user_w is not None:
+        a, e = a * user_w, e * user_w
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return tau, np.where(e.sum(-1) > 0, a.sum(-1) / np.maximum(e.sum(-1), 1e-12), np.nan)
 
 
 def panel_subsets(panel: Panel) -> dict[str, np.ndarray]:
     """Recommender index sets the agreement is reported on: the whole panel; without recommenders that
-    read the rater's inputs; and 'fair': without those and without the anti-recommenders."""
+    read the rater's inputs; and 'fair' (the headline): without those and without the anti-recommenders."""
     rec = panel.recommenders
     out = {
         "all": np.arange(len(rec)),
@@ -175,81 +181,108 @@ def panel_subsets(panel: Panel) -> dict[str, np.ndarray]:
     return {k: v for k, v in out.items() if len(v) >= 3}
 
 
-def _statistics(sim: np.ndarray, real: np.ndarray) -> tuple[float, float]:
-    a, e = pairwise_counts(sim, real)
-    return float(kendall_tau(sim.mean(axis=0), real.mean(axis=0))), float(_ratio(a.sum(), e.sum()))
+def _chunks(total: int, seed: int) -> Iterator[tuple[slice, np.random.Generator]]:
+    """Draws in chunks of CHUNK, each chunk with its own generator, so any two callers see the same draws."""
+    for c, start in enumerate(range(0, total, CHUNK)):
+        yield slice(start, min(start + CHUNK, total)), np.random.default_rng([seed, c])
 
 
-def bootstrap_weights(n_users: int, boots: int, seed: int) -> np.ndarray:
-    """(boots, n_users) resampling counts: each row one bootstrap sample of users with replacement."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_users, np.full(n_users, 1.0 / n_users), size=boots).astype(np.float64)
+class Resampler:
+    """The two-way bootstrap of one protocol: per draw, people resampled with replacement (multinomial
+    counts) and items reweighted by Poisson(1) weights; every simulator sees the same draws, so differences
+    between simulators are paired."""
+
+    def __init__(self, picks: Picks, n_items: int, boots: int, seed: int):
+        self.picks, self.n_items, self.boots, self.seed = picks, n_items, boots, seed
+
+    def draws(self) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+        """(draw slice, user weights (B, U), item weights at the picks (B, R, U, k))."""
+        U = len(self.picks.users)
+        for sl, rng in _chunks(self.boots, self.seed):
+            b = sl.stop - sl.start
+            user_w = rng.multinomial(U, np.full(U, 1.0 / U), size=b).astype(np.float64)
+            item_w = rng.poisson(1.0, (b, self.n_items)).astype(np.float64)
+            yield sl, user_w, item_w[:, self.picks.items]
+
+    def real_means(self, metric: str = PRIMARY) -> np.ndarray:
+        """(boots, n_recommenders): each recommender's real score averaged over the resampled people."""
+        out = np.empty((self.boots, self.picks.items.shape[0]))
+        for sl, user_w, item_w in self.draws():
+            out[sl] = _wmean(self.picks.real_scores(item_w)[metric], user_w)
+        return out
+
+    def distribution(self, sim_values: np.ndarray, subsets: dict) -> dict:
+        """{(metric, subset): {"tau": (boots,), "pairwise": (boots,)}} of one simulator's pick values."""
+        out = {
+            (m, s): {"tau": np.empty(self.boots), "pairwise": np.empty(self.boots)} for m in METRICS for s in subsets
+        }
+        for sl, user_w, item_w in self.draws():
+            sim = pick_means(sim_values, item_w)
+            for m, real in self.picks.real_scores(item_w).items():
+                for s, idx in subsets.items():
+                    tau, pair = statistics(sim[..., idx], real[..., idx], user_w)
+                    out[(m, s)]["tau"][sl], out[(m, s)]["pairwise"][sl] = tau, pair
+        return out
 
 
-def _pair_positions(n: int, idx: np.ndarray) -> np.ndarray:
-    """Positions, in the list of all pairs of ``n`` recommenders (np.triu_indices order), of the pairs
-    within ``idx`` (in that subset's own triu order)."""
-    full = np.full((n, n), -1)
-    full[np.triu_indices(n, 1)] = np.arange(n * (n - 1) // 2)
-    a, b = np.triu_indices(len(idx), 1)
-    return full[idx[a], idx[b]]
-
-
-def null_distribution(picks: Picks, scale_values, subsets: dict, perms: int, seed: int) -> dict:
-    """The statistics a random simulator reaches: per draw, every distinct picked (user, item) pair gets
-    a uniformly random scale value. Returns {(metric, subset): {"tau": (perms,), "pairwise": (perms,)}}."""
+def item_effect_null(picks: Picks, n_items: int, scale_values, subsets: dict, draws: int, seed: int) -> dict:
+    """The statistics uninformative simulators with item effects reach: per draw every item gets one
+    uniformly random scale value, the same for every person. {(metric, subset): {"tau", "pairwise"}}."""
     sv = np.asarray(scale_values, np.float64)
-    R, U, k = picks.items.shape
-    users = np.broadcast_to(picks.users[None, :, None], picks.items.shape).ravel()
-    _, inv = np.unique(pair_keys(users, picks.items.ravel(), 1 << 40), return_inverse=True)
-    n_unique = int(inv.max()) + 1 if inv.size else 0
-    iu, ju = np.triu_indices(R, 1)
-    pos = {s: _pair_positions(R, idx) for s, idx in subsets.items()}
-    real_signs = {m: _signs(v, iu, ju) for m, v in picks.real.items()}
-    real_means = {m: v.mean(axis=0) for m, v in picks.real.items()}
-    rng = np.random.default_rng(seed)
-    keys = [(m, s) for m in METRICS[picks.protocol] for s in subsets]
-    out = {key: {"tau": np.full(perms, np.nan), "pairwise": np.full(perms, np.nan)} for key in keys}
-    for b in range(perms):
-        sim = sv[rng.integers(len(sv), size=n_unique)][inv.ravel()].reshape(R, U, k).mean(axis=2).T
-        ss, sim_mean = _signs(sim, iu, ju), sim.mean(axis=0)
-        for m, s in keys:
-            sr, sp = real_signs[m][:, pos[s]], ss[:, pos[s]]
-            eligible = sr != 0
-            agree = (eligible & (sp == sr)).sum() + 0.5 * (eligible & (sp == 0)).sum()
-            out[(m, s)]["pairwise"][b] = agree / max(eligible.sum(), 1) if eligible.any() else np.nan
-            out[(m, s)]["tau"][b] = kendall_tau(sim_mean[subsets[s]], real_means[m][subsets[s]])
+    real = picks.real_scores()
+    out = {(m, s): {"tau": np.empty(draws), "pairwise": np.empty(draws)} for m in METRICS for s in subsets}
+    for sl, rng in _chunks(draws, seed):
+        values = sv[rng.integers(len(sv), size=(sl.stop - sl.start, n_items))]
+        sim = values[:, picks.items].mean(axis=-1).swapaxes(-1, -2)  # (B, U, R)
+        for m, r in real.items():
+            for s, idx in subsets.items():
+                tau, pair = statistics(sim[..., idx], np.broadcast_to(r[..., idx], sim[..., idx].shape))
+                out[(m, s)]["tau"][sl], out[(m, s)]["pairwise"][sl] = tau, pair
     return out
 
 
-def _summary(observed: float, boot: np.ndarray, null: np.ndarray) -> dict:
-    ok = boot[~np.isnan(boot)]
+def people_permutation_null(sim: np.ndarray, real: dict, subsets: dict, draws: int, seed: int) -> dict:
+    """Pairwise agreement when each person's simulated scores (U, R) meet another person's real ones (one
+    random permutation of the people per draw, the same draws for every simulator). Signs are computed once
+    and permuted as rows."""
+    U = sim.shape[0]
+    out = {(m, s): np.empty(draws) for m in real for s in subsets}
+    signs = {}
+    for s, idx in subsets.items():
+        iu, ju = np.triu_indices(len(idx), 1)
+        ss = _signs(sim[:, idx], iu, ju).astype(np.int8)
+        for m, r in real.items():
+            signs[(m, s)] = (ss, _signs(r[:, idx], iu, ju).astype(np.int8))
+    for sl, rng in _chunks(draws, seed):
+        perm = np.argsort(rng.random((sl.stop - sl.start, U)), axis=1)
+        for key, (ss, sr) in signs.items():
+            srp = sr[perm]  # (B, U, P)
+            eligible = srp != 0
+            agree = (eligible & (ss == srp)).sum(axis=(1, 2)) + 0.5 * (eligible & (ss == 0)).sum(axis=(1, 2))
+            n = eligible.sum(axis=(1, 2))
+            out[key][sl] = np.where(n > 0, agree / np.maximum(n, 1), np.nan)
+    return out
+
+
+def p_value(observed: float, null: np.ndarray) -> float | None:
+    """One-sided: the share of null draws at or above the observed value (with the usual +1)."""
     nl = null[~np.isnan(null)]
-    ci = [float(np.quantile(ok, 0.025)), float(np.quantile(ok, 0.975))] if ok.size else [np.nan, np.nan]
-    p = float((1 + (nl >= observed - 1e-12).sum()) / (1 + nl.size)) if nl.size else np.nan
+    if not nl.size or observed is None or np.isnan(observed):
+        return None
+    return float((1 + (nl >= observed - 1e-12).sum()) / (1 + nl.size))
+
+
+def interval(boot: np.ndarray) -> list:
+    ok = boot[~np.isnan(boot)]
+    return [float(np.quantile(ok, 0.025)), float(np.quantile(ok, 0.975))] if ok.size else [None, None]
+
+
+def summary(observed, boot: np.ndarray, null: np.ndarray) -> dict:
+    nl = null[~np.isnan(null)]
     return {
-        "value": observed,
-        "ci95": ci,
-        "p_vs_random": p,
-        "null_mean": float(nl.mean()) if nl.size else np.nan,
-        "null_sd": float(nl.std()) if nl.size else np.nan,
+        "value": float(observed),
+        "ci95": interval(boot),
+        "p_item_null": p_value(float(observed), null),
+        "null_mean": float(nl.mean()) if nl.size else None,
+        "null_sd": float(nl.std()) if nl.size else None,
     }
-
-
-def agreement(picks: Picks, sim: np.ndarray, subsets: dict, weights: np.ndarray, null: dict) -> dict:
-    """Tau and pairwise agreement of one simulator's per-user scores ``sim`` (n_users, n_recommenders)
-    with every real metric, per panel subset, with bootstrap intervals and permutation p-values."""
-    out = {}
-    for m in METRICS[picks.protocol]:
-        out[m] = {}
-        for s, idx in subsets.items():
-            x, y = sim[:, idx], picks.real[m][:, idx]
-            tau, pair = _statistics(x, y)
-            a, e = pairwise_counts(x, y)
-            boot_tau = kendall_tau(weights @ x, weights @ y)
-            boot_pair = _ratio(weights @ a, weights @ e)
-            out[m][s] = {
-                "kendall_tau": _summary(tau, boot_tau, null[(m, s)]["tau"]),
-                "pairwise": _summary(pair, boot_pair, null[(m, s)]["pairwise"]),
-            }
-    return out

@@ -1,5 +1,6 @@
 """Per-simulator calibration: a monotone map (isotonic regression) from the simulator's expected rating
-to the real rating, fitted on the users' history items only, applied to the held-out predictions.
+to the real rating, fitted on a cut of the users' history that the simulators never see, applied to the
+held-out predictions.
 ``fit_calibration`` receives a ``History`` (no held-out fields) and checks that every pair it fits on is
 a history pair, so a held-out rating cannot reach it."""
 
@@ -14,15 +15,26 @@ from .data import History, assert_subset_of_history
 ExpectedOf = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def history_pairs(history: History, max_per_user: int = 50) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each user's ``max_per_user`` most recent history ratings (users, items, ratings): the pairs the
-    simulator is asked about to fit the calibration (bounded, as each costs a rating)."""
+def calibration_cut(history: History, per_user: int = 5, share: float = 0.2, seed: int = 0) -> np.ndarray:
+    """A mask over history rows: each person's ``per_user`` latest history ratings (at most ``share`` of that
+    person's history; at random where the history has no time). The simulators never see these rows (not in
+    a memory, a prompt or a fit): the calibration is fitted on them, so it meets the held-out regime (answers
+    unseen) rather than re-watches whose ratings the prompt shows."""
     h = history
-    order = np.lexsort((-h.time, h.user))
+    n = np.bincount(h.user, minlength=h.n_users)
+    take = np.minimum(per_user, np.floor(share * n)).astype(np.int64)
+    key = h.time.astype(np.float64) if h.timed else np.random.default_rng(seed).random(len(h.user))
+    order = np.lexsort((-key, h.user))
     u = h.user[order]
     rank = np.arange(len(u)) - np.searchsorted(u, u, side="left")
-    keep = order[rank < max_per_user]
-    return h.user[keep], h.item[keep], h.rating[keep]
+    cut = np.zeros(len(u), bool)
+    cut[order[rank < take[u]]] = True
+    return cut
+
+
+def history_pairs(history: History, cut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The calibration's (users, items, ratings): the history rows of the cut."""
+    return history.user[cut], history.item[cut], history.rating[cut]
 
 
 class Calibration:
@@ -35,12 +47,12 @@ class Calibration:
         return self.model.predict(np.asarray(expected, np.float64))
 
 
-def fit_calibration(history: History, expected_of: ExpectedOf, max_per_user: int = 50) -> Calibration:
-    """Fit an increasing isotonic map from the simulator's expected ratings of history pairs to their
-    history ratings (clipped to the scale's ends outside the fitted range)."""
+def fit_calibration(history: History, expected_of: ExpectedOf, cut: np.ndarray) -> Calibration:
+    """Fit an increasing isotonic map from the simulator's expected ratings of the cut's history pairs to
+    their history ratings (clipped to the scale's ends outside the fitted range)."""
     from sklearn.isotonic import IsotonicRegression
 
-    u, i, r = history_pairs(history, max_per_user)
+    u, i, r = history_pairs(history, cut)
     assert_subset_of_history((u, i), history, "calibration")
     x = np.asarray(expected_of(u, i), np.float64)
     sv = history.scale_values

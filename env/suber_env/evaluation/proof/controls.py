@@ -1,6 +1,6 @@
 """Control simulators built from a split: the random rater, the persona-shuffled wrapper, the
-collaborative-filtering rater (MF on history, the honest control an LLM must beat) and, for tests,
-raters that read the held-out answers (truth, reversed)."""
+collaborative-filtering rater (user-kNN on history, the honest control an LLM must beat, outside the panel)
+and, for tests, raters that read the held-out or random-exposure answers (truth, reversed)."""
 
 from __future__ import annotations
 
@@ -64,16 +64,70 @@ def normal_over_scale(mean: np.ndarray, sd: float, scale_values: np.ndarray) -> 
     return np.diff(cdf, axis=1)
 
 
-def cf_simulator(history: History, rank: int = 16, reg: float = 5.0, seed: int = 0) -> Simulator:
-    """Rates by MF's prediction on history: a normal around the prediction, discretised on the scale,
-    with the spread MF's errors have on a tenth of the history it was not fitted on."""
+def _validation_sd(history: History, fit, seed: int) -> float:
+    """The root mean squared error of ``fit(history part) -> predict(users, items)`` on a tenth of the
+    history it was not fitted on: the spread a CF simulator puts around its prediction."""
     h = history
-    rng = np.random.default_rng(seed)
-    held = rng.random(len(h.rating)) < 0.1
-    part = fit_mf(h.user[~held], h.item[~held], h.rating[~held], h.n_users, h.n_items, rank, reg, seed=seed)
-    sd = float(np.sqrt(np.mean((part.predict(h.user[held], h.item[held]) - h.rating[held]) ** 2)))
-    model = fit_mf(h.user, h.item, h.rating, h.n_users, h.n_items, rank, reg, seed=seed)
-    return lambda users, items: normal_over_scale(model.predict(users, items), sd, h.scale_values)
+    held = np.random.default_rng(seed).random(len(h.rating)) < 0.1
+    predict = fit(h.without(held))
+    return float(np.sqrt(np.mean((predict(h.user[held], h.item[held]) - h.rating[held]) ** 2)))
+
+
+def mf_simulator(history: History, rank: int = 16, reg: float = 5.0, seed: int = 0) -> Simulator:
+    """Rates by biased MF's prediction on history: a normal around the prediction, discretised on the scale,
+    with the spread MF's errors have on a tenth of the history it was not fitted on. (The panel holds the
+    same model as a recommender: not the proof's control.)"""
+
+    def fit(h: History):
+        return fit_mf(h.user, h.item, h.rating, h.n_users, h.n_items, rank, reg, seed=seed).predict
+
+    sd = _validation_sd(history, fit, seed)
+    predict = fit(history)
+    return lambda users, items: normal_over_scale(predict(users, items), sd, history.scale_values)
+
+
+def user_knn(history: History, neighbours: int = 40, shrink: float = 10.0, reg: float = 5.0):
+    """A user-based neighbourhood predictor (a family the panel does not hold): regularised baseline
+    (mean + user + item offsets) plus the similarity-weighted residuals of the ``neighbours`` most similar
+    people (shrunk Pearson on the residuals) who rated the item. Returns ``predict(users, items)``."""
+    from scipy.sparse import csr_matrix
+
+    h = history
+    mu = h.rating.mean()
+    bi = np.bincount(h.item, h.rating - mu, h.n_items) / (np.bincount(h.item, minlength=h.n_items) + reg)
+    bu = np.bincount(h.user, h.rating - mu - bi[h.item], h.n_users) / (np.bincount(h.user, minlength=h.n_users) + reg)
+    res = h.rating - mu - bu[h.user] - bi[h.item]
+    X = csr_matrix((res, (h.user, h.item)), shape=(h.n_users, h.n_items))
+    B = csr_matrix((np.ones(len(res)), (h.user, h.item)), shape=(h.n_users, h.n_items))
+    norm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    common = (B @ B.T).toarray()
+    sim = (X @ X.T).toarray() / np.maximum(np.outer(norm, norm), 1e-12) * common / (common + shrink)
+    np.fill_diagonal(sim, 0.0)
+    k = min(neighbours, h.n_users - 1)
+    nbr = np.argpartition(-sim, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((h.n_users, 0), np.int64)
+    w = np.clip(np.take_along_axis(sim, nbr, axis=1), 0.0, None)  # positively similar people only
+
+    def predict(users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        users, items = np.asarray(users, np.int64), np.asarray(items, np.int64)
+        base = mu + bu[users] + bi[items]
+        if k == 0 or len(users) == 0:
+            return base
+        rows, cols = nbr[users].ravel(), np.repeat(items, k)
+        r = np.asarray(X[rows, cols]).reshape(len(users), k)
+        rated = np.asarray(B[rows, cols]).reshape(len(users), k)
+        ww = w[users] * rated
+        return base + (ww * r).sum(axis=1) / (ww.sum(axis=1) + 1.0)  # +1: a prior toward the baseline
+
+    return predict
+
+
+def cf_simulator(history: History, seed: int = 0, neighbours: int = 40) -> Simulator:
+    """The proof's collaborative-filtering control: the user-kNN prediction on history as a normal over the
+    scale (spread from its errors on a tenth of history it was not fitted on). It is outside the panel (no
+    recommender there is user-based), so it cannot rank its own twin first."""
+    sd = _validation_sd(history, lambda h: user_knn(h, neighbours), seed)
+    predict = user_knn(history, neighbours)
+    return lambda users, items: normal_over_scale(predict(users, items), sd, history.scale_values)
 
 
 def item_mean_simulator(history: History, sd: float = 1.0) -> Simulator:
@@ -86,9 +140,10 @@ def item_mean_simulator(history: History, sd: float = 1.0) -> Simulator:
 
 
 def _lookup(split: GroundedSplit, reverse: bool) -> Simulator:
-    keys = pair_keys(split.test_user, split.test_item, split.n_items)
-    order = np.argsort(keys)
-    keys, ratings = keys[order], np.asarray(split.test_rating, np.float64)[order]
+    u, i = split.evaluation_pairs()
+    r = split.test_rating if not split.has_random_exposure else np.concatenate([split.test_rating, split.rand_rating])
+    keys, first = np.unique(pair_keys(u, i, split.n_items), return_index=True)  # a pair in both: held-out wins
+    ratings = np.asarray(r, np.float64)[first]
     sv = np.asarray(split.scale_values, np.float64)
     L = len(sv)
 
@@ -107,12 +162,12 @@ def _lookup(split: GroundedSplit, reverse: bool) -> Simulator:
 
 
 def truth_simulator(split: GroundedSplit) -> Simulator:
-    """For tests only: reads the real held-out rating (one-hot); the flat distribution elsewhere."""
+    """For tests only: reads the real held-out or random-exposure rating (one-hot); flat elsewhere."""
     return _lookup(split, reverse=False)
 
 
 def reversed_simulator(split: GroundedSplit) -> Simulator:
-    """For tests only: the held-out rating mirrored on the scale (1 <-> 5), one-hot."""
+    """For tests only: the held-out or random-exposure rating mirrored on the scale (1 <-> 5), one-hot."""
     return _lookup(split, reverse=True)
 
 

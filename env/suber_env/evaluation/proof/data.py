@@ -4,6 +4,7 @@ pairs out of anything fitted."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +20,11 @@ class LeakError(ValueError):
 
 @dataclass(frozen=True)
 class GroundedSplit:
+    """Each real user's ratings cut into history (what fits, memories and personas may read) and held-out
+    self-selected ratings (``test_*``), and, where the release has them, ratings of items shown to the person
+    at random (``rand_*``: Coat's random exposure), which are truth for protocol R and read for scoring only.
+    ``hist_time`` is the rating's real time (int64 microseconds), -1 where the release records none."""
+
     n_users: int
     n_items: int
     hist_user: np.ndarray
@@ -32,6 +38,27 @@ class GroundedSplit:
     like_threshold: float
     item_genres: np.ndarray | None = None
     item_embeddings: np.ndarray | None = None
+    rand_user: np.ndarray | None = None
+    rand_item: np.ndarray | None = None
+    rand_rating: np.ndarray | None = None
+
+    @property
+    def has_random_exposure(self) -> bool:
+        return self.rand_user is not None and len(self.rand_user) > 0
+
+    def truth(self, protocol: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(users, items, real ratings) a protocol scores against: held-out (A) or random exposure (R)."""
+        if protocol == "A":
+            return self.test_user, self.test_item, self.test_rating
+        if protocol == "R" and self.has_random_exposure:
+            return self.rand_user, self.rand_item, self.rand_rating
+        raise ValueError(f"no truth for protocol {protocol!r} in this split")
+
+    def evaluation_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every (user, item) pair whose rating is read for scoring only: held-out and random exposure."""
+        if not self.has_random_exposure:
+            return self.test_user, self.test_item
+        return np.concatenate([self.test_user, self.rand_user]), np.concatenate([self.test_item, self.rand_item])
 
 
 @dataclass(frozen=True)
@@ -52,7 +79,8 @@ class History:
 
     @classmethod
     def from_split(cls, split: GroundedSplit) -> History:
-        """The history view of ``split``, after checking that no held-out pair also sits in the history."""
+        """The history view of ``split``, after checking that no held-out pair also sits in the history (a
+        random-exposure pair may: Coat's people rated some coats both ways; protocol R leaves those out)."""
         assert_no_overlap(
             (split.hist_user, split.hist_item), (split.test_user, split.test_item), split.n_items, "history"
         )
@@ -67,6 +95,18 @@ class History:
             float(split.like_threshold),
             split.item_genres,
             split.item_embeddings,
+        )
+
+    @property
+    def timed(self) -> bool:
+        """Whether every history rating carries a real time (recency windows need it)."""
+        return len(self.time) > 0 and bool((self.time >= 0).all())
+
+    def without(self, drop: np.ndarray) -> History:
+        """The same history less the rows where ``drop`` is True (a calibration cut kept out of the fits)."""
+        keep = ~np.asarray(drop, bool)
+        return dataclasses.replace(
+            self, user=self.user[keep], item=self.item[keep], rating=self.rating[keep], time=self.time[keep]
         )
 
     def rated_mask(self) -> np.ndarray:
@@ -110,7 +150,10 @@ def check_split(split: GroundedSplit) -> None:
     L = len(split.scale_values)
     if L < 2 or np.any(np.diff(split.scale_values) <= 0):
         raise ValueError("scale_values must hold two or more ascending values")
-    for name, u, i in (("hist", split.hist_user, split.hist_item), ("test", split.test_user, split.test_item)):
+    parts = [("hist", split.hist_user, split.hist_item), ("test", split.test_user, split.test_item)]
+    if split.has_random_exposure:
+        parts.append(("rand", split.rand_user, split.rand_item))
+    for name, u, i in parts:
         if len(u) != len(i):
             raise ValueError(f"{name}_user and {name}_item differ in length")
         if len(u) and (u.min() < 0 or u.max() >= split.n_users or i.min() < 0 or i.max() >= split.n_items):

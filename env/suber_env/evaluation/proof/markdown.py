@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 RATIOS = ("1:1", "1:3", "1:9")
+PROTOCOL_NAMES = {
+    "A": "A (top k among each person's held-out self-selected items)",
+    "R": "R (top k among the items each person was shown at random)",
+}
 
 
 def _get(d, *keys):
@@ -20,84 +24,99 @@ def _f(x, signed: bool = True, nd: int = 2) -> str:
     return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
 
 
+def _ci(ci) -> str:
+    lo, hi = ci
+    return "" if lo is None or hi is None else f" [{lo:+.2f}, {hi:+.2f}]"
+
+
 def _stat(s: dict | None) -> str:
     if s is None:
         return "n/a"
-    lo, hi = s["ci95"]
-    ci = "" if lo is None or hi is None else f" [{lo:+.2f}, {hi:+.2f}]"
-    p = "" if s["p_vs_random"] is None else f" p={s['p_vs_random']:.3f}"
-    return f"{_f(s['value'])}{ci}{p}"
+    p = "" if s.get("p_item_null") is None else f" p={s['p_item_null']:.3f}"
+    return f"{_f(s['value'])}{_ci(s['ci95'])}{p}"
+
+
+def headline_protocol(res: dict) -> str | None:
+    """R where the dataset has random exposure (its truth is unbiased by choice), else A."""
+    users = res["protocol"]["users"]
+    return "R" if "R" in users else ("A" if "A" in users else None)
 
 
 def _headline(res: dict) -> list[str]:
-    prim = res["protocol"]["primary_metric"]
-    lines = [
-        f"| simulator | tau A ({prim['A']}) | pairwise A | tau A fair | tau B ({prim['B']}) | pairwise B | "
-        "RMSE raw / calibrated | JSD | F1 top-share 1:1 / 1:3 / 1:9 | user-mean spread sim / real | pairs rated |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    m, fair = res["protocol"]["primary_metric"], res["protocol"]["headline_subset"]
+    protocols = [p for p in ("R", "A") if p in res["protocol"]["users"]]
+    head = "| simulator | " + " | ".join(
+        f"tau {p} ({fair}) | pairwise {p} ({fair}) | level {p} sim / real" for p in protocols
+    )
+    lines = [head + " | tau A (all) | RMSE raw / calibrated | JSD | user-mean spread sim / real | pairs rated |",
+             "|---|" + "---|---|---|" * len(protocols) + "---|---|---|---|---|"]  # fmt: skip
     for name, r in res["simulators"].items():
-        a = _get(r, "agreement", "A", "stats", prim["A"])
-        b = _get(r, "agreement", "B", "stats", prim["B"])
+        cells = []
+        for p in protocols:
+            st = _get(r, "agreement", p, "stats", m, fair)
+            lv = _get(r, "level", p)
+            cells += [_stat(_get(st, "kendall_tau")), _stat(_get(st, "pairwise")),
+                      f"{_f(lv['sim'], False)} / {_f(lv['real'], False)}" if lv else "n/a"]  # fmt: skip
         an = r["anchors"]
-        cal, dist, disc = an["calibration"], an["distribution"], an["discrimination"]
-        f1 = " / ".join(_f(disc[q]["top_share"]["f1"], False) for q in RATIOS)
+        cal, dist = an["calibration"], an["distribution"]
         spread = dist["spread_of_user_means"]
-        cells = [
-            _stat(_get(a, "all", "kendall_tau")),
-            _stat(_get(a, "all", "pairwise")),
-            _stat(_get(a, "fair", "kendall_tau")),
-            _stat(_get(b, "all", "kendall_tau")),
-            _stat(_get(b, "all", "pairwise")),
+        cells += [
+            _stat(_get(r, "agreement", "A", "stats", m, "all", "kendall_tau")),
             f"{_f(cal['raw']['rmse'], False, 3)} / {_f(cal['calibrated']['rmse'], False, 3)}",
             _f(dist["jsd_mean_dist"], False, 3),
-            f1,
-            f"{_f(spread['sim'], False, 3)} / {_f(spread['real'], False, 3)}",
+            f"{_f(spread['sim_sampled'], False, 3)} / {_f(spread['real'], False, 3)}",
             str(r["cost"]["pairs_rated"]),
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    first = next(iter(res["simulators"].values()), {})
-    for p in ("A", "B"):
-        s = _get(first, "agreement", p, "stats", prim[p], "all")
-        if s is not None:
-            lines.append(
-                f"\nRandom-simulator null (protocol {p}, {prim[p]}, all): tau mean "
-                f"{_f(s['kendall_tau']['null_mean'])} (sd {_f(s['kendall_tau']['null_sd'], False, 3)}), "
-                f"pairwise mean {_f(s['pairwise']['null_mean'], False)}."
-            )
+    return lines
+
+
+def _paired(res: dict) -> list[str]:
+    rows = [r for r in res.get("paired", []) if r["subset"] == res["protocol"]["headline_subset"]]
+    if not rows:
+        return []
+    lines = ["| simulator | control | protocol | statistic | difference [95%] | beats the control |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        verdict = "yes" if r["beats"] else "no (interval reaches 0)"
+        lines.append(f"| {r['simulator']} | {r['control']} | {r['protocol']} | {r['statistic']} | "
+                     f"{_f(r['difference'])}{_ci(r['ci95'])} | {verdict} |")  # fmt: skip
     return lines
 
 
 def _panel(res: dict) -> list[str]:
     sims = list(res["simulators"])
-    cols = [("A", "mean_rating"), ("A", "hit_rate"), ("A", "ndcg"), ("B", "hit_rate"), ("B", "ndcg")]
-    head = "| recommender | flags | " + " | ".join(f"{p} {m}" for p, m in cols) + " | "
-    head += " | ".join(f"sim A: {s}" for s in sims) + " |"
+    cols = [(p, m) for p in ("R", "A") if p in res["real"] for m in ("mean_rating", "hit_rate")]
+    head = "| recommender | flags | " + " | ".join(f"real {p} {m}" for p, m in cols) + " | "
+    head += " | ".join(f"sim {cols[0][0]}: {s}" for s in sims) + " |" if cols else ""
     lines = [head, "|" + "---|" * (2 + len(cols) + len(sims))]
     for rec in res["panel"]:
         n = rec["name"]
         flags = [f for f, on in (("rater inputs", rec["reads_rater_inputs"]), ("anti", rec["anti"])) if on]
         flags += ["unchecked"] if rec["leak"] == "unchecked" else []
-        cells = [_get(res["real"], p, m, n) for p, m in cols]
-        cells += [_get(res["simulators"][s], "agreement", "A", "sim_scores", n) for s in sims]
-        lines.append(f"| {n} | {', '.join(flags)} | " + " | ".join(_f(c, False, 3) for c in cells) + " |")
+        cells = [_f(_get(res["real"], p, m, n), False, 3) + (_ci(_get(res["real"], p, "mean_rating_ci95", n) or
+                 [None, None]) if m == "mean_rating" else "") for p, m in cols]  # fmt: skip
+        cells += [_f(_get(res["simulators"][s], "agreement", cols[0][0], "sim_scores", n), False, 3) for s in sims]
+        lines.append(f"| {n} | {', '.join(flags)} | " + " | ".join(cells) + " |")
     return lines
 
 
 def _anchors(res: dict) -> list[str]:
     lines = [
-        "| simulator | RMSE expected | MAE expected | RMSE sampled | MAE sampled | "
+        "| simulator | RMSE expected | MAE expected | RMSE sampled | MAE sampled | RMSE expected, random items | "
         "threshold F1 1:1 / 1:3 / 1:9 | accuracy top-share 1:1 / 1:3 / 1:9 | user-mean corr |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, b in res["baselines"].items():
-        lines.append(f"| {name} (history baseline) | {_f(b['rmse'], False, 3)} | {_f(b['mae'], False, 3)} | | | | | |")
+        lines.append(f"| {name} (history baseline) | {_f(b['rmse'], False, 3)} | {_f(b['mae'], False, 3)} "
+                     "| | | | | | |")  # fmt: skip
     for name, r in res["simulators"].items():
         an = r["anchors"]
         re, disc = an["rating_error"], an["discrimination"]
         th = " / ".join(_f(disc[q]["threshold"]["f1"], False) for q in RATIOS)
         acc = " / ".join(_f(disc[q]["top_share"]["accuracy"], False) for q in RATIOS)
-        errs = [re["expected"]["rmse"], re["expected"]["mae"], re["sampled"]["rmse"], re["sampled"]["mae"]]
+        errs = [re["expected"]["rmse"], re["expected"]["mae"], re["sampled"]["rmse"], re["sampled"]["mae"],
+                _get(an, "rating_error_random", "expected", "rmse")]  # fmt: skip
         lines.append(
             f"| {name} | " + " | ".join(_f(e, False, 3) for e in errs) + f" | {th} | {acc} | "
             f"{_f(an['distribution']['user_mean_corr'])} |"
@@ -105,19 +124,46 @@ def _anchors(res: dict) -> list[str]:
     return lines
 
 
+def _null_check(res: dict) -> list[str]:
+    nc = res.get("null_check")
+    if not nc:
+        return []
+    lines = [f"### False-positive rates (share of p < {nc['alpha']} over {nc['seeds']} uninformative simulators, "
+             f"{nc['perms']} null draws each; mean_rating)", "",
+             "| protocol | simulator | subset | tau, item-effect null | pairwise, item-effect null | "
+             "tau, pair-noise null (old) | pairwise, pair-noise null (old) | pairwise, people permutation (not used) |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    names = ("tau/item_null", "pairwise/item_null", "tau/pair_noise_null (old)", "pairwise/pair_noise_null (old)",
+             "pairwise/people_permutation (not used)")  # fmt: skip
+    for p, kinds in nc["rates"].items():
+        for kind, rates in kinds.items():
+            for subset in ("fair", "all"):
+                cells = [_f(rates.get(f"mean_rating/{subset}/{n}"), False) for n in names]
+                lines.append(f"| {p} | {kind} | {subset} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def markdown(result: dict) -> str:
-    """Three tables: the headline (agreement, calibration, distribution, discrimination per simulator),
-    the panel (real and simulated scores per recommender) and the anchors (rating error and baselines)."""
+    """The headline (agreement on the fair panel per protocol, level, calibration, distribution), the paired
+    differences with the controls, the panel (real and simulated scores per recommender) and the anchors."""
     p = result["protocol"]
     users = p["users"]
+    named = "; ".join(f"protocol {PROTOCOL_NAMES[q]}: {users[q]} people" for q in ("R", "A") if q in users)
     intro = (
-        f"Counterfactual agreement, protocol A (top-{p['k']} among each user's held-out items): "
-        f"{users.get('A', 0)} users; protocol B (top-{p['k']} of the catalogue minus history, unrated = not "
-        f"liked): {users.get('B', 0)} users. {p['boots']} bootstrap samples over users, {p['perms']} "
-        "random-simulator draws; p is one-sided (the simulator above random)."
+        f"Counterfactual agreement, k = {p['k']}. {named}. Headline: protocol {headline_protocol(result)}, the "
+        f"'{p['headline_subset']}' panel (no recommender that reads the rater's inputs, no anti-recommender), "
+        f"{p['primary_metric']}. Intervals: {p['boots']} two-way bootstrap draws (people resampled, items "
+        f"reweighted). p: one-sided against {p['perms']} draws of the item-effect null (each item one random "
+        "value, the same for everyone); whether a simulator uses who the person is: its paired difference with "
+        "its persona-shuffled control. The calibration is fitted on "
+        f"{p['calibration_cut']} history ratings no simulator saw."
     )
     if p["skipped_protocols"]:
         intro += f" Skipped (too few users): {', '.join(p['skipped_protocols'])}."
-    parts = ["### The proof", intro, "", *_headline(result), "", "### Panel", *_panel(result)]
-    parts += ["", "### Anchors", *_anchors(result)]
+    parts = ["### The proof", intro, "", *_headline(result), ""]
+    paired = _paired(result)
+    if paired:
+        parts += ["### Paired differences (the same bootstrap draws for both)", "", *paired, ""]
+    parts += _null_check(result)
+    parts += ["### Panel", *_panel(result), "", "### Anchors", *_anchors(result)]
     return "\n".join(parts) + "\n"

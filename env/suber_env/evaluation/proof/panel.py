@@ -49,14 +49,16 @@ def random_scores(seed: int = 0) -> Fit:
 
 
 def popularity(window: float | None = None) -> Fit:
-    """Number of history ratings per item; with ``window`` (a share such as 0.1), only the most recent
-    share of history events (by time) counts."""
+    """Number of history ratings per item; with ``window`` (a share such as 0.1), only the ratings given in
+    the latest share of the history's time span (by real time: the history must carry timestamps)."""
 
     def fit(h: History) -> np.ndarray:
         if window is None:
             return _broadcast(h, _counts(h))
-        cut = np.quantile(h.time, 1.0 - window)
-        return _broadcast(h, _counts(h, h.time >= cut))
+        if not h.timed:
+            raise ValueError("popularity over a recent window needs the ratings' times; this history has none")
+        lo, hi = float(h.time.min()), float(h.time.max())
+        return _broadcast(h, _counts(h, h.time >= hi - window * (hi - lo)))
 
     return fit
 
@@ -200,16 +202,17 @@ class Panel:
 
 
 def default_panel(history: History, seed: int = 0) -> Panel:
-    """Random, popularity (all, recent 30% and 10%), liked-count, shrunk item mean, MF at four ranks and
-    regularisations, item kNN at two sizes, content on embeddings and on genres (flagged as reading the
-    rater's inputs) where the split has them, and the anti-recommenders (negated MF, negated popularity)."""
+    """Random, popularity (all, and over the latest 30% and 10% of the history's time span where the history
+    has real times), liked-count, shrunk item mean, MF at four ranks and regularisations, item kNN at two
+    sizes, content on embeddings and on genres (flagged as reading the rater's inputs) where the split has
+    them, and the anti-recommenders (negated MF, negated popularity)."""
     R = Recommender
     best_mf = memo(mf(16, 5.0, seed))
+    recent = [R("popularity_recent30", popularity(0.3)), R("popularity_recent10", popularity(0.1))]
     recs = [
         R("random", random_scores(seed)),
         R("popularity", popularity()),
-        R("popularity_recent30", popularity(0.3)),
-        R("popularity_recent10", popularity(0.1)),
+        *(recent if history.timed else []),
         R("liked_count", liked_popularity),
         R("item_mean", item_mean()),
         R("mf_r2_reg20", mf(2, 20.0, seed)),

@@ -8,20 +8,27 @@ import time
 import numpy as np
 
 from .agreement import (
+    METRICS,
     PRIMARY,
-    agreement,
-    bootstrap_weights,
+    Resampler,
     collect_picks,
-    null_distribution,
+    interval,
+    item_effect_null,
     panel_subsets,
-    sim_scores,
+    pick_means,
+    sim_pick_values,
+    statistics,
+    summary,
 )
 from .anchors import baselines, discrimination, discrimination_sets, distribution, rating_error
 from .cache import RatingCache
-from .calibration import calibration_report, fit_calibration
+from .calibration import calibration_cut, calibration_report, fit_calibration
 from .controls import random_simulator
 from .data import GroundedSplit, History, Simulator, check_split, sample_rating
 from .panel import Panel, default_panel
+
+CONTROLS = ("random", "cf")
+SHUFFLED = "_shuffled"
 
 
 def jsonable(x):
@@ -39,30 +46,70 @@ def jsonable(x):
     return x
 
 
-class _Context:
-    """What every simulator is measured against: built once per run (panel picks, nulls, weights)."""
+class ProofContext:
+    """What every simulator is measured against, built once per run: the panel's picks per protocol, the
+    bootstrap draws, the item-effect null, the discrimination sets and the calibration cut."""
 
-    def __init__(
-        self, split: GroundedSplit, panel: Panel | None, k: int, seed: int, boots: int, perms: int, max_pos: int
-    ):
+    def __init__(self, split: GroundedSplit, panel: Panel | None, k: int, seed: int, boots: int, perms: int,
+                 max_pos: int, calib_per_user: int):  # fmt: skip
         check_split(split)
-        self.split, self.k, self.seed = split, k, seed
+        self.split, self.k, self.seed, self.perms = split, k, seed, perms
         self.history = History.from_split(split)
+        self.cut = calibration_cut(self.history, calib_per_user, seed=seed)
+        self.fit_history = self.history.without(self.cut)  # what the simulators may see
         self.panel = panel if panel is not None else default_panel(self.history, seed)
-        self.panel.check(self.history, (split.test_user, split.test_item))
+        self.panel.check(self.history, split.evaluation_pairs())
         t = time.perf_counter()
         picks = collect_picks(self.history, self.panel, split, k, seed)
         self.panel_seconds = time.perf_counter() - t
         self.skipped = {p: f"{len(pk.users)} users" for p, pk in picks.items() if len(pk.users) < 2}
         self.picks = {p: pk for p, pk in picks.items() if p not in self.skipped}
         self.subsets = panel_subsets(self.panel)
-        self.weights = {p: bootstrap_weights(len(pk.users), boots, seed + 1) for p, pk in self.picks.items()}
+        self.resamplers = {p: Resampler(pk, split.n_items, boots, seed + 1) for p, pk in self.picks.items()}
         sv = split.scale_values
-        self.nulls = {p: null_distribution(pk, sv, self.subsets, perms, seed + 2) for p, pk in self.picks.items()}
+        self.nulls = {p: item_effect_null(pk, split.n_items, sv, self.subsets, perms, seed + 2)
+                      for p, pk in self.picks.items()}  # fmt: skip
         self.sets = discrimination_sets(self.history, split.test_user, split.test_item, max_pos, seed)
 
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every distinct (user, item) pair a simulator is asked about in this run (picks, held-out and random
+        pairs, discrimination sets, the calibration cut): what a rating store plans before anything is rated."""
+        us, its = [self.sets["user"]], [self.sets["item"]]
+        for pk in self.picks.values():
+            us.append(np.broadcast_to(pk.users[None, :, None], pk.items.shape).ravel())
+            its.append(pk.items.ravel())
+        u, i = self.split.evaluation_pairs()
+        us += [u, self.history.user[self.cut]]
+        its += [i, self.history.item[self.cut]]
+        keys = np.unique(np.concatenate(us).astype(np.int64) * self.split.n_items + np.concatenate(its))
+        return keys // self.split.n_items, keys % self.split.n_items
 
-def _measure(ctx: _Context, sim: Simulator, calib_per_user: int) -> dict:
+
+def _agreement(ctx: ProofContext, protocol: str, values: np.ndarray) -> tuple[dict, dict]:
+    """One simulator's statistics on one protocol, and its bootstrap draws (kept for paired differences)."""
+    pk = ctx.picks[protocol]
+    sim, real = pick_means(values), pk.real_scores()
+    boot = ctx.resamplers[protocol].distribution(values, ctx.subsets)
+    stats: dict = {}
+    for m in METRICS:
+        stats[m] = {}
+        for s, idx in ctx.subsets.items():
+            tau, pair = statistics(sim[:, idx], real[m][:, idx])
+            null, b = ctx.nulls[protocol][(m, s)], boot[(m, s)]
+            stats[m][s] = {
+                "kendall_tau": summary(tau, b["tau"], null["tau"]),
+                "pairwise": summary(pair, b["pairwise"], null["pairwise"]),
+            }
+    return {"sim_scores": dict(zip(pk.names, sim.mean(axis=0), strict=True)), "stats": stats}, boot
+
+
+def _level(split: GroundedSplit, protocol: str, expected_of) -> dict:
+    """The mean simulated (expected) rating of the protocol's truth pairs against their mean real rating."""
+    u, i, r = split.truth(protocol)
+    return {"real": float(np.mean(r)), "sim": float(np.mean(expected_of(u, i))), "pairs": len(r)}
+
+
+def _measure(ctx: ProofContext, sim: Simulator) -> tuple[dict, dict]:
     """Every measurement for one simulator, each (user, item) pair rated once through a cache."""
     split, sv = ctx.split, np.asarray(ctx.split.scale_values, np.float64)
     cache = RatingCache(sim, split.n_items, len(sv))
@@ -70,24 +117,57 @@ def _measure(ctx: _Context, sim: Simulator, calib_per_user: int) -> dict:
     def expected_of(u, i):
         return cache.dist(u, i) @ sv
 
-    out = {"agreement": {}}
+    out: dict = {"agreement": {}, "level": {}}
+    boots = {}
     for p, pk in ctx.picks.items():
-        su = sim_scores(pk, expected_of)
-        stats = agreement(pk, su, ctx.subsets, ctx.weights[p], ctx.nulls[p])
-        out["agreement"][p] = {"sim_scores": dict(zip(pk.names, su.mean(axis=0), strict=True)), "stats": stats}
+        out["agreement"][p], boots[p] = _agreement(ctx, p, sim_pick_values(pk, expected_of))
+        out["level"][p] = _level(split, p, expected_of)
+    rng = np.random.default_rng(ctx.seed + 4)
     real = np.asarray(split.test_rating, np.float64)
     d = cache.dist(split.test_user, split.test_item)
-    e, s = d @ sv, sample_rating(d, sv, np.random.default_rng(ctx.seed + 4))
+    e, s = d @ sv, sample_rating(d, sv, rng)
+    cal = fit_calibration(ctx.history, expected_of, ctx.cut)
     sets = ctx.sets
-    cal = fit_calibration(ctx.history, expected_of, calib_per_user)
     out["anchors"] = {
         "discrimination": discrimination(sets, expected_of(sets["user"], sets["item"]), split.like_threshold),
         "rating_error": rating_error(e, s, real),
         "distribution": distribution(d, s, real, np.asarray(split.test_user), sv, split.n_users),
         "calibration": calibration_report(cal, e, real),
     }
+    if split.has_random_exposure:
+        dr = cache.dist(split.rand_user, split.rand_item)
+        out["anchors"]["rating_error_random"] = rating_error(dr @ sv, sample_rating(dr, sv, rng), split.rand_rating)
     out["cost"] = cache.cost()
+    return out, boots
+
+
+def default_comparisons(names: list[str]) -> list[tuple[str, str]]:
+    """Each evaluated simulator against its shuffled control, the CF control and random (where present)."""
+    out = []
+    for n in names:
+        if n in CONTROLS or n.endswith(SHUFFLED):
+            continue
+        out += [(n, c) for c in (n + SHUFFLED, "cf", "random") if c in names]
     return out
+
+
+def paired(boots: dict, results: dict, comparisons: list[tuple[str, str]], subsets) -> list[dict]:
+    """Differences simulator minus control on the primary metric, with intervals from the same bootstrap
+    draws; ``beats`` only where the interval lies above 0."""
+    rows = []
+    for a, b in comparisons:
+        for p in boots[a]:
+            for s in subsets:
+                for stat in ("kendall_tau", "pairwise"):
+                    key = "tau" if stat == "kendall_tau" else "pairwise"
+                    va = results[a]["agreement"][p]["stats"][PRIMARY][s][stat]["value"]
+                    vb = results[b]["agreement"][p]["stats"][PRIMARY][s][stat]["value"]
+                    ci = interval(boots[a][p][(PRIMARY, s)][key] - boots[b][p][(PRIMARY, s)][key])
+                    diff = va - vb if va is not None and vb is not None else None
+                    beats = ci[0] is not None and ci[0] > 0
+                    rows.append({"simulator": a, "control": b, "protocol": p, "subset": s, "statistic": stat,
+                                 "difference": diff, "ci95": ci, "beats": beats})  # fmt: skip
+    return rows
 
 
 def run_proof(
@@ -96,52 +176,65 @@ def run_proof(
     k: int = 5,
     seed: int = 0,
     boots: int = 1000,
-    perms: int = 200,
+    perms: int = 1000,
     panel: Panel | None = None,
     max_pos: int = 20,
-    calib_per_user: int = 50,
+    calib_per_user: int = 5,
     add_random: bool = True,
+    context: ProofContext | None = None,
+    null_check: int = 0,
 ) -> dict:
-    """Counterfactual agreement (protocols A and B), the anchors and the calibration for every simulator,
-    with the random control added as "random" (unless ``add_random`` is False or the name is taken).
-    Protocol A needs users with more than ``k`` held-out ratings; a protocol with fewer than two users is
-    skipped (named in ``protocol["skipped_protocols"]``).
-    ``panel`` defaults to ``default_panel``; add external recommenders with ``Panel.add``."""
-    ctx = _Context(split, panel, k, seed, boots, perms, max_pos)
+    """Counterfactual agreement (protocol A, and R where the split has random exposure), the anchors and the
+    calibration for every simulator, with the random control added as "random" (unless ``add_random`` is
+    False or the name is taken), and the paired differences of each simulator with its controls. Build the
+    simulators from ``ProofContext.fit_history`` (history less the calibration cut); pass the context when
+    it was built already. A protocol with fewer than two users is skipped (``protocol["skipped_protocols"]``).
+    ``null_check`` > 0 adds the false-positive rates of every p over that many uninformative simulators."""
+    ctx = context or ProofContext(split, panel, k, seed, boots, perms, max_pos, calib_per_user)
     sims = dict(simulators)
     if add_random and "random" not in sims:
         sims = {"random": random_simulator(split, seed + 3), **sims}
-    results = {}
+    results, all_boots = {}, {}
     for name, sim in sims.items():
         t = time.perf_counter()
-        results[name] = _measure(ctx, sim, calib_per_user)
+        results[name], all_boots[name] = _measure(ctx, sim)
         results[name]["seconds"] = time.perf_counter() - t
-    real = {
-        p: {m: dict(zip(pk.names, v.mean(axis=0), strict=True)) for m, v in pk.real.items()}
-        for p, pk in ctx.picks.items()
-    }
+    real = {p: {m: dict(zip(pk.names, v.mean(axis=0), strict=True)) for m, v in pk.real_scores().items()}
+            for p, pk in ctx.picks.items()}  # fmt: skip
+    for p, rs in ctx.resamplers.items():  # each recommender's real score with its two-way bootstrap interval
+        boot = rs.real_means()
+        real[p]["mean_rating_ci95"] = {n: interval(boot[:, j]) for j, n in enumerate(ctx.picks[p].names)}
     proto = {
-        "k": k,
-        "seed": seed,
-        "boots": boots,
-        "perms": perms,
+        "k": ctx.k,
+        "seed": ctx.seed,
+        "boots": ctx.resamplers[next(iter(ctx.resamplers))].boots if ctx.resamplers else boots,
+        "perms": ctx.perms,
         "n_users": split.n_users,
         "n_items": split.n_items,
         "users": {p: len(pk.users) for p, pk in ctx.picks.items()},
+        "random_pairs_in_history": {p: pk.dropped for p, pk in ctx.picks.items() if p == "R"},
         "skipped_protocols": ctx.skipped,
         "primary_metric": PRIMARY,
+        "headline_subset": "fair",
         "subsets": {s: [ctx.panel.names[i] for i in idx] for s, idx in ctx.subsets.items()},
         "scale_values": list(map(float, split.scale_values)),
         "like_threshold": float(split.like_threshold),
+        "calibration_cut": int(ctx.cut.sum()),
+        "timed_history": ctx.history.timed,
         "panel_seconds": ctx.panel_seconds,
     }
-    bl = baselines(ctx.history, split.test_user, split.test_item, split.test_rating)
-    return jsonable(
-        {
-            "protocol": proto,
-            "panel": [r.describe() for r in ctx.panel.recommenders],
-            "real": real,
-            "baselines": bl,
-            "simulators": results,
-        }
-    )
+    bl = baselines(ctx.fit_history, split.test_user, split.test_item, split.test_rating)
+    comparisons = default_comparisons(list(sims))
+    out = {
+        "protocol": proto,
+        "panel": [r.describe() for r in ctx.panel.recommenders],
+        "real": real,
+        "baselines": bl,
+        "simulators": results,
+        "paired": paired(all_boots, results, comparisons, ctx.subsets),
+    }
+    if null_check:
+        from .null_check import false_positive_rates
+
+        out["null_check"] = false_positive_rates(ctx, null_check, seed=ctx.seed)
+    return jsonable(out)
