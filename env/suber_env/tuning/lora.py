@@ -209,6 +209,11 @@ class Tuner:
         if (self.out / BEST / "adapter_model.safetensors").exists():
             set_peft_model_state_dict(self.model, load_file(self.out / BEST / "adapter_model.safetensors"))
         merged = self.model.merge_and_unload()
+        # a GGUF base was dequantised on load (float weights in memory), but transformers still marks it quantized
+        # and refuses to save it: it is saved as the plain float model it now is
+        merged.hf_quantizer = None
+        if hasattr(merged.config, "quantization_config"):
+            del merged.config.quantization_config
         tmp = self.out / "final.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         merged.save_pretrained(tmp)
