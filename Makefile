@@ -28,7 +28,7 @@ $(DEMO_STAMP): pyproject.toml env/pyproject.toml
 # The whole set (a few minutes more than the demo's: llama-cpp-python compiles); it holds the demo's.
 $(STAMP): pyproject.toml env/pyproject.toml
 	$(start_venv)
-	$(BIN)/python -m pip install -q -e '.[ml,ui,llama,dev,ray]' -e './env[llm,openai,rl,eval,ray,llama]'
+	$(BIN)/python -m pip install -q -e '.[ml,ui,llama,dev,ray]' -e './env[llm,openai,rl,eval,ray,llama,cf]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 # The offline demo: both packaged sample releases end to end, no network (SUBER_DATA_OFFLINE=1).

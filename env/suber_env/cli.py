@@ -22,11 +22,13 @@ def _group() -> None:
 # Subcommand modules register after the app exists.
 from .evaluate_cmd import evaluate_command  # noqa: E402
 from .training import cli as _training_cli  # noqa: E402
+from .tuning.cli import tune_rater_cmd  # noqa: E402
 
 app.command("episode")(episode)
 app.command("evaluate")(evaluate_command)
 app.command("train")(_training_cli.train_cmd)
 app.command("eval-policy")(_training_cli.eval_policy_cmd)
+app.command("tune-rater")(tune_rater_cmd)
 
 
 _terminated: list[int] = []

@@ -173,7 +173,9 @@ class _Core:
             truncated = (self.steps >= self.max_episode_steps) & ~terminated
         info = {
             "rating_distribution": probs,
-            "llm_rating": raw,
+            "llm_rating": raw,  # the reward mode's choice: sampled, top or expected
+            "rating_expected": probs @ self.values,  # the readouts side by side, whatever the mode
+            "rating_top": self.values[probs.argmax(axis=1)],
             "rating": stored,
             "user": self.users.copy(),
             "user_id": self.ds.user_ids[self.users],

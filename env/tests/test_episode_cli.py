@@ -16,9 +16,10 @@ def test_episode_prints_a_table_of_steps(movies, movies_dir):
     assert f"{movies.n_items} items, {movies.n_users} users (8 described); rater oracle" in result.output
     rows = [r.split("│")[1:-1] for r in result.output.splitlines() if re.match(r"│ \d", r)]
     assert [int(r[0]) for r in rows] == [1, 2, 3, 4]
-    for _step, user, item, title, rating, _reward in rows:
+    for _step, user, item, title, rating, expected, top, _reward in rows:
         assert title.strip() == movies.titles[int(item)]
         assert int(user) in movies.user_ids.tolist() and 1 <= float(rating) <= 10
+        assert 1 <= float(expected) <= 10 and float(top) in range(1, 11)  # the readouts beside the sampled one
     again = runner.invoke(app, ["episode", str(movies_dir), "--steps", "4", "--seed", "2"], env={"COLUMNS": "200"})
     assert again.output == result.output  # the seed fixes the episode
 

@@ -47,11 +47,11 @@ def test_nothing_a_simulator_or_fit_reads_moves_when_the_truth_changes(split):
     for p in ("A", "R"):
         np.testing.assert_array_equal(ca.picks[p].items, cb.picks[p].items)
         assert not np.array_equal(ca.picks[p].real, cb.picks[p].real)
-    ra = run_proof(a, {"cf": cf_simulator(ca.fit_history), "peek": truth_simulator(a)}, context=ca)
-    rb = run_proof(b, {"cf": cf_simulator(cb.fit_history), "peek": truth_simulator(b)}, context=cb)
+    ra = run_proof(a, {"cf_knn": cf_simulator(ca.fit_history), "peek": truth_simulator(a)}, context=ca)
+    rb = run_proof(b, {"cf_knn": cf_simulator(cb.fit_history), "peek": truth_simulator(b)}, context=cb)
     for p in ("A", "R"):
         assert (
-            ra["simulators"]["cf"]["agreement"][p]["sim_scores"] == rb["simulators"]["cf"]["agreement"][p]["sim_scores"]
+            ra["simulators"]["cf_knn"]["agreement"][p]["sim_scores"] == rb["simulators"]["cf_knn"]["agreement"][p]["sim_scores"]
         )
         assert ra["real"][p] != rb["real"][p]
         assert (

@@ -39,7 +39,7 @@ def split():
 @pytest.fixture(scope="module")
 def result(split):
     ctx = ProofContext(split, None, k=5, seed=0, boots=100, perms=100, max_pos=20, calib_per_user=5)
-    sims = {"cf": cf_simulator(ctx.fit_history), "flat": uniform_simulator(split)}
+    sims = {"cf_knn": cf_simulator(ctx.fit_history), "flat": uniform_simulator(split)}
     return run_proof(split, sims, context=ctx)
 
 
@@ -56,7 +56,7 @@ def test_panel_membership_and_flags(split):
 
 def test_result_is_strict_json_with_every_part(result):
     back = json.loads(json.dumps(result, allow_nan=False))
-    assert list(back["simulators"]) == ["random", "cf", "flat"]
+    assert list(back["simulators"]) == ["random", "cf_knn", "flat"]
     for r in back["simulators"].values():
         assert set(r["agreement"]) == {"A", "R"} and set(r["level"]) == {"A", "R"}
         assert set(r["anchors"]) == {"discrimination", "rating_error", "rating_error_random", "distribution",
@@ -68,12 +68,12 @@ def test_result_is_strict_json_with_every_part(result):
 
 def test_cf_control_beats_random_and_flat_cannot_rank(result):
     s = result["simulators"]
-    cf = s["cf"]["agreement"]["A"]["stats"]["mean_rating"]["fair"]
+    cf = s["cf_knn"]["agreement"]["A"]["stats"]["mean_rating"]["fair"]
     assert cf["kendall_tau"]["value"] > 0.5 and cf["pairwise"]["ci95"][0] > 0.6
     flat = s["flat"]["agreement"]["A"]["stats"]["mean_rating"]["all"]["kendall_tau"]
     assert flat["value"] is None and flat["p_item_null"] is None  # every recommender ties: no ordering
     rows = {(r["simulator"], r["control"], r["protocol"], r["statistic"], r["subset"]): r for r in result["paired"]}
-    assert rows[("flat", "cf", "A", "pairwise", "fair")]["difference"] < 0
+    assert rows[("flat", "cf_knn", "A", "pairwise", "fair")]["difference"] < 0
 
 
 def test_the_cf_control_is_not_a_panel_member(split):
@@ -160,6 +160,6 @@ def test_with_controls_adds_shuffled_and_cf(split):
     from suber_env.evaluation.proof import truth_simulator
 
     sims = with_controls(History.from_split(split), {"oracle": truth_simulator(split)})
-    assert list(sims) == ["oracle", "oracle_shuffled", "cf"]
+    assert list(sims) == ["oracle", "oracle_shuffled", "cf_knn"]
     u, i = split.test_user[:50], split.test_item[:50]
     assert not np.array_equal(sims["oracle"](u, i), sims["oracle_shuffled"](u, i))

@@ -98,7 +98,7 @@ def test_grounded_proof_on_the_dataset_split(real_movies_dir):
     d = sim(np.array([0, 1, 0, 2]), np.array([3, 3, 3, 5]))
     assert d.shape == (4, 10) and np.allclose(d.sum(1), 1) and np.allclose(d[0], d[2])
     res = grounded_proof(ds, oracle, "oracle", k=2, boots=50, perms=20)
-    assert set(res["simulators"]) == {"random", "oracle", "oracle_shuffled", "cf"}
+    assert set(res["simulators"]) == {"random", "oracle", "oracle_shuffled", "cf_knn"}
     assert res["protocol"]["source_scale"] == "half stars 0.5-5" and res["protocol"]["users"]["A"] == ds.n_users
 
 
@@ -115,7 +115,7 @@ def test_grounded_case_with_the_openai_rater_over_loopback(real_movies_dir, serv
     got = res["results"]["openai"]["grounded"]
     detail = got["detail"]
     sims = detail["simulators"]
-    assert set(sims) == {"random", "openai", "openai_shuffled", "cf"}
+    assert set(sims) == {"random", "openai", "openai_shuffled", "cf_knn"}
     assert got["n"] == detail["protocol"]["users"]["A"] == 12 and "R" not in detail["protocol"]["users"]
     assert got["score"] == sims["openai"]["agreement"]["A"]["stats"]["mean_rating"]["fair"]["kendall_tau"]["value"]
     prompts = [p for c in calls for p in c["body"]["prompt"]]

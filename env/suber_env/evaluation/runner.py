@@ -27,7 +27,16 @@ if TYPE_CHECKING:
 
 SUITE = ("genre", "high_low", "similarity", "collections", "people", "grounded")
 CONTROLS = ("random", "echo")
-RATERS = ("oracle", "transformers", "openai")
+RATERS = ("oracle", "cf", "transformers", "openai")
+# Raters fitted on the dataset's own users' ratings: the persona cases' users (written personas) rate nothing, so
+# such a rater has nothing to fit on there; only the grounded case (the dataset's real users) applies
+HISTORY_RATERS = ("cf",)
+
+
+_NO_PERSONAS = (
+    "not applicable: the {rater} rater fits on the dataset's own users' history, and this case's personas have "
+    "none; the grounded case rates those users"
+)
 
 
 def _scale_for(ds: Dataset) -> str:
@@ -192,7 +201,8 @@ def evaluate(
     store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)
     store.remove_temporary()  # what a driver killed mid-write left
     plan = Plan(store)
-    _run(ds, plan.factory(), out / "personas" / rater, suite, seed, sizes, rater)
+    rater_suite = suite if rater not in HISTORY_RATERS else tuple(c for c in suite if c == "grounded")
+    _run(ds, plan.factory(), out / "personas" / rater, rater_suite, seed, sizes, rater)
     todo = plan.missing()
     if ray is None:
         rate_here(store, todo)
@@ -200,7 +210,9 @@ def evaluate(
         from .ray_rating import RayOptions, rate_on_ray
 
         rate_on_ray(store, todo, ray if isinstance(ray, RayOptions) else RayOptions(address=ray))
-    results = {rater: _run(ds, store.factory(), out / "personas" / rater, suite, seed, sizes, rater)}
+    results = {rater: _run(ds, store.factory(), out / "personas" / rater, rater_suite, seed, sizes, rater)}
+    if rater in HISTORY_RATERS:
+        results[rater] |= {case: {"skipped": _NO_PERSONAS.format(rater=rater)} for case in suite if case != "grounded"}
     prompt_hashes = {rater: store.prompt_hash(plan.blocks[0])} if plan.blocks else {}
     prompt_hashes = {k: v for k, v in prompt_hashes.items() if v}
     controls_made = {  # no model: rated in this process

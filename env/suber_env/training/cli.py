@@ -26,6 +26,9 @@ def _dataset(path: Path):
         raise _fail(f"{e} (a folder that `suber-data build` wrote, e.g. data/movies/sample)") from None
 
 
+_RATER_KINDS = {"oracle": "oracle, not an LLM", "cf": "matrix factorisation of the history, not an LLM"}
+
+
 def _final_models(runs: Path | None) -> list[Path]:
     """The final models under ``--runs`` (none asked: none); a folder that is missing or holds none is refused."""
     if runs is None:
@@ -47,7 +50,7 @@ def train_cmd(
     steps: int = typer.Option(20_000, help="Environment steps per run."),
     seeds: int = typer.Option(1, help="Runs per algorithm, seeds 0..K-1."),
     num_envs: int = typer.Option(16, help="SuberVectorEnv slots (one rater call per step for all)."),
-    rater: str = typer.Option("oracle", help="Rater name (oracle, transformers, openai)."),
+    rater: str = typer.Option("oracle", help="Rater name (oracle, cf, transformers, openai)."),
     obs: str = typer.Option(
         "taste",
         help="taste (the user's liked/disliked genres, which the oracle rates by, + seen mask) or suber "
@@ -183,7 +186,7 @@ def eval_policy_cmd(
         model_policy(model, ds, f"{algo} ({seed})", norm)  # refuse a model of another dataset before evaluating
         policies[f"{algo} ({seed})"] = lambda s, m=model, n=algo, z=norm: model_policy(m, ds, n, z)
     results, mix = compare(ds, policies, list(range(seeds)), steps=steps, rater=rater)
-    note = f"Dataset {dataset}, rater {rater} ({'oracle, not an LLM' if rater == 'oracle' else 'LLM'}), "
+    note = f"Dataset {dataset}, rater {rater} ({_RATER_KINDS.get(rater, 'LLM')}), "
     note += f"{ds.n_users} users x {steps} steps, seeds 0..{seeds - 1}, mean ± 95% CI over seeds."
     write_report(out, results, mix, ds, runs, note)
     typer.echo(markdown_table(results))

@@ -27,7 +27,7 @@ from .controls import random_simulator
 from .data import GroundedSplit, History, Simulator, check_split, sample_rating
 from .panel import Panel, default_panel
 
-CONTROLS = ("random", "cf")
+CONTROLS = ("random", "cf_knn")
 SHUFFLED = "_shuffled"
 
 
@@ -147,7 +147,7 @@ def default_comparisons(names: list[str]) -> list[tuple[str, str]]:
     for n in names:
         if n in CONTROLS or n.endswith(SHUFFLED):
             continue
-        out += [(n, c) for c in (n + SHUFFLED, "cf", "random") if c in names]
+        out += [(n, c) for c in (n + SHUFFLED, "cf_knn", "random") if c in names]
     return out
 
 

@@ -1,0 +1,162 @@
+"""The ``cf`` rater: collaborative filtering fitted on the users' own history, the honest baseline an LLM rater
+has to beat.
+
+A biased matrix factorisation (cornac's ``MF``: global mean + user and item offsets + a dot product of latent
+factors, trained by SGD in its compiled backend) is fitted on the history part of user_ratings.parquet only, on
+the rater's scale. Its spread is measured, not assumed: a first fit on all but a validation cut of each user's
+history (their latest ratings) gives the root mean squared error on that cut; the rater then refits on the
+whole history and answers, per (user, item), a normal around the prediction with that spread, discretised onto
+the scale's labels (the ends take the tails). Before any fit, every training pair is checked against the
+held-out pairs of user_ratings.parquet: a held-out pair in what it fits on is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dataset import DatasetError
+from ..scales import Scale, get_scale, source_to_rater
+from .base import Rater, Requests
+
+
+@dataclass(frozen=True)
+class CFModel:
+    """A fitted biased MF over the dataset's user rows and item ids (zeros where history has none)."""
+
+    mu: float
+    user_bias: np.ndarray
+    item_bias: np.ndarray
+    user_factors: np.ndarray
+    item_factors: np.ndarray
+
+    def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        dot = np.einsum("nr,nr->n", self.user_factors[users], self.item_factors[items])
+        return self.mu + self.user_bias[users] + self.item_bias[items] + dot
+
+
+def require_history(ds, feature: str) -> None:
+    """A one-line error naming ``feature`` when the dataset has no users with their own ratings."""
+    if ds.history_offsets is None or len(ds.history_items) == 0 or ds.source_scale is None:
+        raise DatasetError(
+            f"{ds.path / 'user_ratings.parquet'}: {feature} fits on users' own ratings and this dataset has none "
+            "(synthetic users rate nothing); build a real-user population (suber-data build ... --profile real)"
+        )
+
+
+def history_triples(ds, scale: Scale, feature: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(user rows, items, ratings on ``scale``, position in the user's history) of every history rating."""
+    require_history(ds, feature)
+    off = ds.history_offsets
+    users = np.repeat(np.arange(ds.n_users), np.diff(off))
+    position = np.arange(len(users)) - off[users]
+    ratings = source_to_rater(ds.history_ratings, ds.source_scale, scale)
+    return users, np.asarray(ds.history_items, np.int64), ratings, position
+
+
+def refuse_held_out(ds, users: np.ndarray, items: np.ndarray, what: str) -> None:
+    """Raise if any (user, item) pair about to be fitted is a held-out pair of user_ratings.parquet (its keys are
+    read here for that check only, never its ratings)."""
+    import pyarrow.parquet as pq
+
+    from .._read import user_rows
+    from .._schema import HELD_OUT
+    from ..evaluation.proof.data import assert_no_overlap
+
+    path = ds.path / "user_ratings.parquet"
+    keys = pq.read_table(path, columns=["user_id", "item_id"], filters=[("part", "=", HELD_OUT)])
+    test_users = user_rows(ds.user_ids, keys["user_id"].to_numpy(), path, "rebuild the users step")
+    assert_no_overlap((users, items), (test_users, keys["item_id"].to_numpy().astype(np.int64)), ds.n_items, what)
+
+
+def validation_cut(users: np.ndarray, position: np.ndarray, share: float) -> np.ndarray:
+    """True for each user's latest ``share`` of history ratings (at least one of a user with two or more)."""
+    n = np.bincount(users)[users]
+    keep = np.maximum(np.ceil(n * (1 - share)), 1)
+    return position >= keep
+
+
+def fit_mf(users, items, ratings, n_users: int, n_items: int, rank: int, epochs: int, lr: float, reg: float, seed: int):
+    """cornac's biased MF on the given triples, its parameters laid out over all user rows and item ids."""
+    from cornac.data import Dataset as CornacData
+    from cornac.models import MF
+
+    data = CornacData.from_uir(list(zip(users.tolist(), items.tolist(), ratings.tolist(), strict=True)), seed=seed)
+    mf = MF(k=rank, max_iter=epochs, learning_rate=lr, lambda_reg=reg, use_bias=True, seed=seed, verbose=False)
+    mf.fit(data)
+    u_rows = np.array(list(data.uid_map.keys()), np.int64)
+    u_idx = np.array(list(data.uid_map.values()), np.int64)
+    i_rows = np.array(list(data.iid_map.keys()), np.int64)
+    i_idx = np.array(list(data.iid_map.values()), np.int64)
+    bu, bi = np.zeros(n_users), np.zeros(n_items)
+    pu, qi = np.zeros((n_users, rank)), np.zeros((n_items, rank))
+    bu[u_rows], pu[u_rows] = mf.u_biases[u_idx], mf.u_factors[u_idx]
+    bi[i_rows], qi[i_rows] = mf.i_biases[i_idx], mf.i_factors[i_idx]
+    return CFModel(float(mf.global_mean), bu, bi, pu, qi)
+
+
+def discretised_normal(mean: np.ndarray, sd: float, values: np.ndarray) -> np.ndarray:
+    """(B, labels) probabilities of a normal(mean, sd) falling in each label's bin; the end bins are open."""
+    from scipy.special import ndtr
+
+    edges = (values[1:] + values[:-1]) / 2
+    cdf = ndtr((edges[None, :] - mean[:, None]) / sd)
+    cdf = np.concatenate([np.zeros((len(mean), 1)), cdf, np.ones((len(mean), 1))], axis=1)
+    p = np.diff(cdf, axis=1) + 1e-12  # every label keeps a little mass (sampling warpers divide by the maximum)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+class CFRater(Rater):
+    """Ratings from matrix factorisation of the users' history (not an LLM); see the module's docstring."""
+
+    name = "cf"
+
+    def __init__(
+        self,
+        ds,
+        scale: str | None = None,
+        rank: int = 16,
+        epochs: int = 40,
+        lr: float = 0.01,
+        reg: float = 0.05,
+        validation: float = 0.1,
+        seed: int = 0,
+    ):
+        ds.require("users", "the cf rater (it fits on the users' own ratings)")
+        self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
+        self.values = np.asarray(self.scale.values)
+        hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
+        self.model, self.validation_rmse = _fitted(ds, self.scale, validation, hp)
+        self.sd = self.validation_rmse if np.isfinite(self.validation_rmse) else 1.0
+        self.settings = {**hp, "validation": validation, "sd": self.sd, "library": "cornac MF"}
+
+    def expected(self, req: Requests) -> np.ndarray:
+        """The model's point prediction on the rater's scale (before discretising)."""
+        return self.model.predict(np.asarray(req.users, np.int64), np.asarray(req.items, np.int64))
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        return discretised_normal(self.expected(req), self.sd, self.values)
+
+
+_FITS: dict[tuple, tuple[CFModel, float]] = {}  # the evaluation builds a rater per block: one fit per input
+
+
+def _fitted(ds, scale: Scale, validation: float, hp: dict) -> tuple[CFModel, float]:
+    """(the model fitted on the whole history, its RMSE on the validation cut when fitted without it), computed
+    once per exact input: the key holds a digest of the history arrays themselves, not just the folder."""
+    import hashlib
+
+    users, items, ratings, position = history_triples(ds, scale, "the cf rater")
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in (users, items, ratings))).hexdigest()
+    key = (str(ds.path), ds.n_users, ds.n_items, digest, scale.name, validation, tuple(sorted(hp.items())))
+    if key not in _FITS:
+        refuse_held_out(ds, users, items, "the cf rater's fit")
+        val = validation_cut(users, position, validation)
+        fit = ~val
+        first = fit_mf(users[fit], items[fit], ratings[fit], ds.n_users, ds.n_items, **hp)
+        err = first.predict(users[val], items[val]) - ratings[val]
+        rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
+        _FITS.clear()  # one dataset at a time: the memory of one model
+        _FITS[key] = (fit_mf(users, items, ratings, ds.n_users, ds.n_items, **hp), rmse)
+    return _FITS[key]

@@ -1,0 +1,93 @@
+"""The cf rater: matrix factorisation of the users' own history, usable wherever a rater is, and never fitted on a
+held-out pair."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from suber_env import DatasetError, Requests, load_dataset, make_rater
+from suber_env.cli import app
+from suber_env.evaluation.grounded import held_out
+from suber_env.evaluation.proof.data import LeakError
+from suber_env.raters.cf import CFRater, discretised_normal
+from suber_env.scales import source_to_rater
+from typer.testing import CliRunner
+
+pytest.importorskip("cornac")
+
+
+def _history_requests(ds, users, items) -> Requests:
+    n = len(users)
+    return Requests(np.asarray(users), np.asarray(items), np.full((n, 0), -1), np.zeros((n, 0)), np.zeros(n, np.int64))
+
+
+def test_cf_rates_on_the_scale_and_follows_the_history(real_movies_dir):
+    ds = load_dataset(real_movies_dir)
+    rater = CFRater(ds, rank=4, epochs=200, lr=0.02, reg=0.01)
+    off = ds.history_offsets
+    users = np.repeat(np.arange(ds.n_users), np.diff(off))
+    req = _history_requests(ds, users, ds.history_items)
+    probs = rater.distribution(req)
+    assert probs.shape == (len(users), rater.scale.n) and np.allclose(probs.sum(1), 1)
+    assert np.isfinite(rater.validation_rmse) and rater.validation_rmse > 0 and rater.sd == rater.validation_rmse
+    # fitted on these very ratings: its expected ratings follow them closely
+    truth = source_to_rater(ds.history_ratings, ds.source_scale, rater.scale)
+    expected = probs @ np.asarray(rater.scale.values)
+    assert np.corrcoef(expected, truth)[0, 1] > 0.8
+
+
+def test_cf_refuses_a_held_out_pair_planted_in_its_history(real_movies_dir):
+    ds = load_dataset(real_movies_dir)
+    tu, ti, tr = held_out(ds)
+    u, i = int(tu[0]), int(ti[0])
+    off = ds.history_offsets
+    at = int(off[u + 1])  # appended to user u's history, as a reader that let the held-out part through would
+    items = np.insert(ds.history_items, at, i)
+    ratings = np.insert(ds.history_ratings, at, tr[0])
+    offsets = off + (np.arange(len(off)) > u)
+    leaky = dataclasses.replace(ds, history_offsets=offsets, history_items=items, history_ratings=ratings)
+    with pytest.raises(LeakError, match=f"cf rater's fit: 1 of .* held-out pairs .*user {u}, item {i}"):
+        CFRater(leaky)
+    CFRater(ds)  # the same dataset without the planted pair is accepted
+
+
+def test_cf_needs_users_own_ratings(movies):
+    with pytest.raises(DatasetError, match=r"user_ratings.parquet: the cf rater fits on users' own ratings"):
+        make_rater("cf", movies)
+
+
+def test_discretised_normal_puts_the_tails_on_the_end_labels():
+    values = np.arange(1.0, 11.0)
+    p = discretised_normal(np.array([5.5, 30.0, -30.0]), 1.0, values)
+    assert np.allclose(p.sum(1), 1)
+    assert np.allclose(p[0], p[0][::-1]) and p[0].argmax() in (4, 5)  # centred between labels 5 and 6
+    assert p[1, -1] > 0.99 and p[2, 0] > 0.99
+
+
+def test_cf_through_gym_make_and_the_episode_command(real_movies_dir):
+    env = gym.make("suber_env/Movies-v0", dataset=str(real_movies_dir), rater="cf")
+    _, info = env.reset(seed=0)
+    core = env.unwrapped.core
+    assert core.rater.name == "cf"
+    for item in (0, 1, 2):
+        _, reward, *_, out = env.step(item)
+        assert out["rating"] in core.rater.scale.values
+        values = np.asarray(core.rater.scale.values)  # the readouts beside the sampled rating
+        assert np.isclose(out["rating_expected"], out["rating_distribution"] @ values)
+        assert out["rating_top"] == values[out["rating_distribution"].argmax()]
+    result = CliRunner().invoke(
+        app, ["episode", str(real_movies_dir), "--rater", "cf", "--steps", "3"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "rater cf" in result.output
+
+
+def test_evaluate_with_cf_skips_the_persona_cases(real_movies_dir, tmp_path):
+    from suber_env.evaluation import evaluate
+
+    got = evaluate(real_movies_dir, rater="cf", out=tmp_path / "ev", suite=("genre",), genre_items=2, max_genres=2)
+    assert got["results"]["cf"]["genre"]["skipped"].startswith("not applicable: the cf rater fits on")
+    assert "score" in got["results"]["random"]["genre"]  # the controls still run the case
