@@ -51,7 +51,8 @@ def test_nothing_a_simulator_or_fit_reads_moves_when_the_truth_changes(split):
     rb = run_proof(b, {"cf_knn": cf_simulator(cb.fit_history), "peek": truth_simulator(b)}, context=cb)
     for p in ("A", "R"):
         assert (
-            ra["simulators"]["cf_knn"]["agreement"][p]["sim_scores"] == rb["simulators"]["cf_knn"]["agreement"][p]["sim_scores"]
+            ra["simulators"]["cf_knn"]["agreement"][p]["sim_scores"]
+            == rb["simulators"]["cf_knn"]["agreement"][p]["sim_scores"]
         )
         assert ra["real"][p] != rb["real"][p]
         assert (
