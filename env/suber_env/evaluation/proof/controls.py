@@ -172,9 +172,9 @@ def reversed_simulator(split: GroundedSplit) -> Simulator:
 
 
 def with_controls(history: History, simulators: dict[str, Simulator], seed: int = 0) -> dict[str, Simulator]:
-    """The simulators, each followed by its persona-shuffled control ("<name>_shuffled", one derangement
-    of the users shared by all), and the collaborative-filtering
-    control "cf_knn" (run_proof adds "random"; the env's own ``cf`` rater, when evaluated, keeps its name beside it)."""
+    """The simulators, each followed by its persona-shuffled control ("<name>_shuffled", one derangement of
+    the users shared by all), and the collaborative-filtering control "cf_knn" (run_proof adds "random"; the
+    env's own ``cf`` rater, when evaluated, keeps its name beside it)."""
     perm = derangement(history.n_users, seed)
     out: dict[str, Simulator] = {}
     for name, sim in simulators.items():
