@@ -162,3 +162,35 @@ def test_episode_evaluate_and_train_run_on_it(built):
     )
     assert trained.exit_code == 0, trained.output
     assert (root / "runs" / "a2c" / "seed0" / "final.zip").exists()
+
+
+def test_without_titles_real_people_and_the_proof(tmp_path):
+    """The same corpus with no title column, its raters as real people (no timestamps: a random split): titles are
+    the text's first words, and the proof runs on the -10..10 scale with the like threshold three quarters up
+    (5), every item statistic checked against the held-out ratings."""
+    write_corpus(tmp_path)
+    config = write_toml(tmp_path, TOML.replace('title = "name"\n', ""))
+    runner = CliRunner()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SUBER_DATA_OFFLINE", "1")
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("SUBER_DATA_CACHE", str(tmp_path / "cache"))
+        mp.delenv("SUBER_DATA_MIRROR", raising=False)
+        args = ["build", "corpus", "--config", str(config), "--profile", "real", "--split", "random", "--users", "12"]
+        args += ["--held-out", "6", "--min-history", "20", "--llm", "template", "--data-dir", str(tmp_path / "data")]
+        built = runner.invoke(data_app, args)
+    assert built.exit_code == 0, built.output
+    folder = tmp_path / "data" / "signed" / "s1"
+    titles = pq.read_table(folder / "items.parquet")["title"].to_pylist()
+    assert all(t.startswith("A ") and "dusk" in t for t in titles)
+    out = tmp_path / "ev"
+    sizes = ["--grounded-boots", "50", "--grounded-perms", "50", "--grounded-max-pos", "3"]
+    evaluated = runner.invoke(env_app, ["evaluate", str(folder), "--suite", "grounded", "--out", str(out), *sizes])
+    assert evaluated.exit_code == 0, evaluated.output
+    proof = json.loads((out / "metrics.json").read_text())["results"]["oracle"]["grounded"]
+    p = proof["detail"]["protocol"]
+    assert p["users"] == {"A": 12} and p["like_threshold"] == 5.0 and p["scale_values"][0] == -10.0
+    assert p["item_statistics_checked"]["vote"]["items_that_tell"] > 0
+    assert all(c["follow_held_out"] == 0 for c in p["item_statistics_checked"].values())
+    fair = proof["detail"]["simulators"]["oracle"]["agreement"]["A"]["stats"]["mean_rating"]["fair"]
+    assert proof["score"] == fair["kendall_tau"]["value"] is not None  # the headline: protocol A, the fair panel
