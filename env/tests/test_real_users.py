@@ -241,5 +241,8 @@ def test_like_threshold_is_read_from_the_manifest(real_movies_dir, tmp_path):
         return load_dataset(folder, verify=False).like_threshold
 
     assert with_steps(lambda s: s["ratings"].update(like_threshold=3.5)) == 3.5  # the ratings step's comes first
-    assert with_steps(lambda s: s["users"]["real"].update(like_threshold=4.5)) == 4.5
-    assert with_steps(lambda s: s["users"]["real"].pop("like_threshold")) == 0.8 * 5.0
+    assert (
+        with_steps(lambda s: (s["ratings"].pop("like_threshold"), s["users"]["real"].update(like_threshold=4.5))) == 4.5
+    )
+    # neither recorded: the source scale's rule, three quarters up half stars 0.5-5 rounded up to 4
+    assert with_steps(lambda s: (s["ratings"].pop("like_threshold"), s["users"]["real"].pop("like_threshold"))) == 4.0

@@ -46,4 +46,6 @@ def test_users_built_over_movielens_items_speak_their_genres(tmp_path, monkeypat
         "occupation_rules": True,
         "name_duplicates": True,
         "tastes_in_item_genres": True,
+        "profile_fields": True,
+        "friendship_graph": True,
     }
