@@ -156,6 +156,12 @@ def _record_holder(fd: int) -> None:
 
 def _release(folder: Path, held: _Held) -> None:
     try:
+        if not held.exclusive:  # the last holder of a shared lock takes it whole before removing the file
+            try:
+                fcntl.flock(held.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held.exclusive = True
+            except BlockingIOError:
+                pass  # another process holds it too: it removes the file when it is done
         if held.exclusive:  # no lock file left in the dataset; unlinked while held, so no build shares it
             (folder / LOCK).unlink(missing_ok=True)
             if held.created and not any(folder.iterdir()):  # a build that wrote nothing leaves no folder behind

@@ -36,6 +36,7 @@ def test_definitions_load_with_jobs_and_checks():
         "ratings:ratings_valid",
         *(f"users:users_{n}" for n in ("age_sex", "like_rates", "occupation_rules", "name_duplicates")),
         *(f"users:users_{n}" for n in ("real_split", "real_no_leak", "tastes_in_items")),
+        *(f"users:users_{n}" for n in ("profile_fields", "friendship_graph")),
         "user_descriptions:user_descriptions_quality",
         *(f"{a}:{n}" for a in EMBEDDINGS for n in ("dimension", "no_nan", "one_vector_per_row", "unit_norm")),
     }

@@ -238,6 +238,6 @@ def test_similarity_on_a_whole_star_release_uses_the_source_bins(grouplens, tmp_
     assert oracle["score"] > random["score"] + 0.1 and oracle["ci"][0] > random["ci"][1], (oracle, random)
     grounded = res["results"]["oracle"]["grounded"]
     assert grounded["detail"]["protocol"]["source_scale"] == "whole stars 1-5"
-    assert set(grounded["detail"]["simulators"]) == {"random", "oracle", "oracle_shuffled", "cf"}
+    assert set(grounded["detail"]["simulators"]) == {"random", "oracle", "oracle_shuffled", "cf_knn"}
     report = (tmp_path / "eval" / "report.md").read_text()
     assert "Grounded users: oracle against its controls" in report and "Published anchors" in report

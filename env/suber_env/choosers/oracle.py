@@ -20,9 +20,8 @@ class OracleChooser(Chooser):
     ):
         ds.require("users", "the oracle chooser (it reads users' liked and disliked genres)")
         self.ds, self.bias, self.like, self.dislike, self.vote, self.repeat = ds, bias, like, dislike, vote, repeat
-        vmax, fill = ds.vote_range
-        v = np.where(ds.vote > 0, ds.vote, fill).astype(np.float64)
-        self.centred_vote = 2.0 * v / vmax - 1.0
+        lo, hi = ds.vote_scale.min, ds.vote_scale.max  # the vote's own range (any scale), -1..1 here
+        self.centred_vote = 2.0 * (ds.vote_filled() - lo) / (hi - lo) - 1.0
         self.masks = category_masks(ds)
 
     def pick_probs(self, req: PageRequests) -> np.ndarray:
