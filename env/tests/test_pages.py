@@ -149,7 +149,11 @@ def _with_behaviour(folder, **flags) -> object:
     """The sample with every user given the behaviour ``flags`` (the rest False)."""
     users = pq.read_table(folder / "users.parquet")
     for name in ("watcher", "explorer", "critic", "chatter", "poster"):
-        users = users.append_column(name, pa.array([bool(flags.get(name))] * users.num_rows))
+        column = pa.array([bool(flags.get(name))] * users.num_rows)
+        if name in users.column_names:  # a users step that records them: replaced
+            users = users.set_column(users.schema.get_field_index(name), name, column)
+        else:
+            users = users.append_column(name, column)
     rewrite_table(folder, "users.parquet", users)
     return load_dataset(folder)
 
