@@ -21,7 +21,8 @@ OPTIONS = {"reward": "picks", "horizon": 10, "chooser_kwargs": CHOOSER}
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    """The 40-user sample (real builder) with every user liking family films only and disliking nothing."""
+    """The 40-user sample (real builder) with every user liking family films only, disliking nothing, and a plain
+    Watcher (the builder's Explorers would pick unseen films of any genre more often)."""
     from builder_fixtures import stored
     from suber_env import load_dataset
     from suber_env_testdata import rewrite_table
@@ -33,6 +34,8 @@ def planted(tmp_path_factory):
         users = users.set_column(
             users.schema.get_field_index(column), column, pa.array([terms] * n, pa.list_(pa.string()))
         )
+    for column in ("watcher", "explorer", "critic", "chatter", "poster"):
+        users = users.set_column(users.schema.get_field_index(column), column, pa.array([column == "watcher"] * n))
     rewrite_table(folder, "users.parquet", users)
     return load_dataset(folder)
 

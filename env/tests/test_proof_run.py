@@ -112,7 +112,7 @@ def test_markdown_names_every_simulator_recommender_and_comparison(result):
     for name in [*result["simulators"], *(r["name"] for r in result["panel"])]:
         assert f"| {name} " in md
     assert "rater inputs" in md and "item-effect null" in md and "Headline: protocol R" in md
-    assert "| flat | cf | R | pairwise |" in md
+    assert "| flat | cf_knn | R | pairwise |" in md
 
 
 def test_each_pair_is_rated_once(split):

@@ -21,6 +21,9 @@ from tests.corpus.helpers import write_toml
 
 N_ITEMS, N_USERS, PER_USER = 40, 36, 32
 WORDS = ("lantern", "harbour", "mossy", "comet", "orchard", "cartel", "bridge", "crypt", "route", "ash")
+# Four themes whose words always come together: the topics the corpus step derives (no categories column) are
+# these, whatever the arithmetic's order; the genre case needs three of them.
+THEMES = (("tide", "gull", "anchor"), ("apple", "blossom", "beehive"), ("candle", "bones", "altar"), ("orbit", "stars", "rocket"))
 
 TOML = """
 [corpus]
@@ -61,7 +64,8 @@ def write_corpus(folder) -> np.ndarray:
         w = csv.writer(f)
         w.writerow(["id", "name", "body"])
         for i in range(N_ITEMS):
-            body = f"A {WORDS[i % 10]} at dusk.\nThen a {WORDS[(3 * i) % 10]} by the sea."
+            theme = THEMES[i % 4]
+            body = f"A {WORDS[i % 10]} at dusk.\nThen {theme[0]}, {theme[1]} and {theme[2]} by the sea."
             w.writerow([f"s{i}", f"Sketch of the {WORDS[i % 10]}, Part {i // 10 + 1}", body])  # ten series of four
     with open(folder / "ratings.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
