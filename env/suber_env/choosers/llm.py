@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..prompts import PromptBuilder, dataset_persona
+from ..raters.transformers_rater import left_padded
 from ..scales import get_scale
 from .base import Chooser, PageRequests
 
@@ -81,17 +82,9 @@ class TransformersChooser(Chooser):
     def _forward(self, seqs: list[list[int]]) -> np.ndarray:
         """P(Yes) / (P(Yes) + P(No)) after each sequence, left-padded so every answer position is the last."""
         torch = self.torch
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for r, s in enumerate(seqs):
-            ids[r, width - len(s) :] = torch.tensor(s)
-            mask[r, width - len(s) :] = 1
-        pos = (mask.cumsum(1) - 1).clamp(min=0)
+        ids, mask, pos = left_padded(torch, seqs, self.pad_id, self.device)
         with torch.inference_mode():
-            logits = self.model(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), position_ids=pos.to(self.device)
-            ).logits[:, -1]
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1]
         p = torch.softmax(logits.float(), dim=-1).double()
         yes, no = p[:, self.yes].sum(1), p[:, self.no].sum(1)
         return (yes / (yes + no)).cpu().numpy()

@@ -17,6 +17,19 @@ from .base import Rater, Requests
 from .prompting import PromptRenderer, label_token_ids
 
 
+def left_padded(torch, seqs: list[list[int]], pad_id: int, device):
+    """(ids, attention mask, position ids) of ``seqs`` padded on the left, so every row's last token sits in
+    the last column; positions count from each row's first real token (the model sees no offset)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        ids[r, width - len(s) :] = torch.tensor(s)
+        mask[r, width - len(s) :] = 1
+    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    return ids.to(device), mask.to(device), pos.to(device)
+
+
 class TransformersRater(Rater):
     """A local causal LM (transformers): ratings from one forward pass over a padded batch."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..raters.transformers_rater import TransformersRater
+from ..raters.transformers_rater import TransformersRater, left_padded
 from .examples import history_examples
 
 CHECKPOINT, BEST, CONFIG = "checkpoint", "best", "tuning.json"
@@ -69,14 +69,7 @@ class LabelLoss:
     def label_logp(self, model, seqs: list[list[int]]):
         """(B, labels) log-probabilities; rows left-padded, positions counted from each row's first token."""
         torch = self.torch
-        T = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), T), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), T), dtype=torch.long)
-        for r, s in enumerate(seqs):
-            ids[r, T - len(s) :] = torch.tensor(s)
-            mask[r, T - len(s) :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        pos = (mask.cumsum(1) - 1).clamp(min=0)
+        ids, mask, pos = left_padded(torch, seqs, self.pad_id, self.device)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1).logits[:, -1]
         logp = torch.log_softmax(logits.float()[:, self.token_ids], dim=-1)
         return torch.logsumexp(logp[:, :, None] + self.log_mask[None], dim=1)
