@@ -23,7 +23,12 @@ N_ITEMS, N_USERS, PER_USER = 40, 36, 32
 WORDS = ("lantern", "harbour", "mossy", "comet", "orchard", "cartel", "bridge", "crypt", "route", "ash")
 # Four themes whose words always come together: the topics the corpus step derives (no categories column) are
 # these, whatever the arithmetic's order; the genre case needs three of them.
-THEMES = (("tide", "gull", "anchor"), ("apple", "blossom", "beehive"), ("candle", "bones", "altar"), ("orbit", "stars", "rocket"))
+THEMES = (
+    ("tide", "gull", "anchor"),
+    ("apple", "blossom", "beehive"),
+    ("candle", "bones", "altar"),
+    ("orbit", "stars", "rocket"),
+)
 
 TOML = """
 [corpus]
