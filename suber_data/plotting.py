@@ -80,12 +80,17 @@ def empty_panel(ax, text: str) -> None:
 def save(fig, path: str | Path) -> Path:
     """Write ``fig`` as a PNG at ``path`` atomically (a temporary file beside it, then rename) and close it; the
     PNG carries the figure's sketch (:func:`sketch_svg`) in a text chunk."""
+    from PIL import Image, PngImagePlugin  # matplotlib's own dependency
+
     path = Path(path)
     try:
-        fig.canvas.draw()  # the layout is settled before it is traced
-        sketch = sketch_svg(fig)
+        fig.set_dpi(DPI)
+        fig.canvas.draw()  # one render: the layout it settles is traced, and its pixels are the PNG
+        info = PngImagePlugin.PngInfo()
+        info.add_text(SKETCH_KEY, sketch_svg(fig))
+        image = Image.fromarray(np.asarray(fig.canvas.buffer_rgba()), "RGBA")
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=DPI, metadata={SKETCH_KEY: sketch})
+            image.save(tmp, format="PNG", pnginfo=info)
     finally:
         plt.close(fig)
     return path
