@@ -8,7 +8,7 @@ import typer
 
 from .evaluation import SUITE, evaluate
 from .evaluation.ray_rating import RayOptions, RayRunError
-from .evaluation.runner import CONTROLS, SIZES
+from .evaluation.runner import CONTROLS, GROUNDED_CHOOSERS, SIZES
 
 
 def evaluate_command(
@@ -46,6 +46,11 @@ def evaluate_command(
     grounded_policies: list[Path] = typer.Option(
         None, help="grounded users: add every policy under this `suber-env train --out` folder to the panel (repeat)"
     ),
+    grounded_choosers: str = typer.Option(
+        "",
+        help="grounded users: page choosers for the choice protocol (1:1, 1:3, 1:9), comma-separated: "
+        f"{', '.join(GROUNDED_CHOOSERS)} (default: none)",
+    ),
     control: list[str] = typer.Option(["random"], help=f"control raters: {' | '.join(CONTROLS)} (repeat)"),
     block_size: int = typer.Option(
         256, help="rating requests per stored block (OUT/ratings/RATER/); a rerun rates only the blocks not yet stored"
@@ -59,12 +64,16 @@ def evaluate_command(
 ) -> None:
     """Run SUBER's fidelity test cases with a rater and the random control; write metrics.json, report.md, plots."""
     given = locals()
-    sizes = {name: given[name] for name in SIZES if name not in ("retrievals", "grounded_policies")}
+    sizes = {
+        name: given[name] for name in SIZES if name not in ("retrievals", "grounded_policies", "grounded_choosers")
+    }
+    choosers = tuple(c.strip() for c in grounded_choosers.split(",") if c.strip())
     try:
         where = RayOptions(ray, ray_workers, ray_cpus_per_actor, ray_gpus_per_actor) if ray else None
         res = evaluate(
             dataset, rater, out, tuple(suite), seed=seed, **sizes,
             retrievals=tuple(retrieval) if retrieval else None, grounded_policies=tuple(grounded_policies or ()),
+            grounded_choosers=choosers,
             controls=tuple(control), block_size=block_size, ray=where,
             **_rater_options(rater, model, gguf_file, base_url),
         )  # fmt: skip

@@ -49,8 +49,8 @@ def page_requests(ds, users, pages, recent: int = 3) -> PageRequests:
     users = np.asarray(users, np.int64)
     pages = np.asarray(pages, np.int64).reshape(len(users), -1)
     hist = np.full((len(users), recent), -1, np.int64)
-    for r, u in enumerate(users.tolist()):
-        items, _ = ds.history(u)
-        last = items[::-1][:recent]
-        hist[r, : len(last)] = last
-    return PageRequests(users, pages, np.zeros(pages.shape, np.int64), hist)
+    if ds.history_offsets is not None and len(ds.history_items) and len(users):  # each CSR row's last ``recent``
+        start, end = ds.history_offsets[users][:, None], ds.history_offsets[users + 1][:, None]
+        idx = end - 1 - np.arange(recent)[None, :]
+        hist = np.where(idx >= start, ds.history_items[np.clip(idx, 0, max(len(ds.history_items) - 1, 0))], -1)
+    return PageRequests(users, pages, np.zeros(pages.shape, np.int64), hist.astype(np.int64))

@@ -11,6 +11,7 @@ them through its resumable rating store, in one process or on Ray."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from suber_env.core import Memory
 from suber_env.scales import source_bins, source_to_rater
 
 from .history import concat, memory_requests
+from .proof.choice import ChoiceModel, run_choice
 from .proof.controls import derangement, with_controls
 from .proof.data import GroundedSplit, Simulator, pair_keys
 from .proof.leaks import check_item_statistics
@@ -255,6 +257,38 @@ def grounded_proof(
     return result
 
 
+def chooser_model(ds: Dataset, chooser) -> ChoiceModel:
+    """A page chooser as the choice protocol's model: each page asked as the env asks it outside an episode
+    (no earlier views; the person's last history items as recent views)."""
+    from suber_env.choosers import page_requests
+
+    return lambda users, pages: chooser.pick_probs(page_requests(ds, users, pages))
+
+
+def grounded_choice(ds: Dataset, kinds, *, seed: int = 0, boots: int = 1000, max_pos: int = 20) -> dict:
+    """The choice protocol (proof/choice.py) for the page choosers ``kinds`` (oracle, exposure; each built on
+    the Dataset, which never holds the held-out part) on the dataset's own split, with its controls. The item
+    statistics a chooser reads (the oracle's vote, the exposure chooser's counts) pass the proof's leak check."""
+    from suber_env.choosers import make_chooser
+
+    why = not_grounded(ds)
+    if why:
+        return {"skipped": why}
+    split = grounded_split(ds)
+    leaks = check_leaks(ds, split)
+    models, fitted = {}, {}
+    for kind in kinds:
+        t = time.perf_counter()
+        chooser = make_chooser(kind, ds)
+        fitted[kind] = {"seconds": time.perf_counter() - t, "fitted_on": getattr(chooser, "fitted_on", None)}
+        models[kind] = chooser_model(ds, chooser)
+    result = run_choice(split, models, seed=seed, boots=boots, max_pos=max_pos)
+    if "protocol" in result:
+        result["protocol"]["item_statistics_checked"] = leaks
+        result["protocol"]["choosers"] = fitted
+    return jsonable(result)
+
+
 def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.ndarray, tuple, bool]]:
     """Every policy under each of ``runs`` (``suber-env train --out RUNS``: ``<algo>/seed<k>/final.zip``) as a
     recommender of the panel: its scores of every item for each real user, given that user's real history as the
@@ -301,6 +335,10 @@ def grounded_case(ds: Dataset, rater: Rater, name: str, seed: int, sizes: dict) 
     )  # fmt: skip
     if "skipped" in proof:
         return proof
+    if sizes.get("grounded_choosers"):
+        proof["choice"] = grounded_choice(
+            ds, sizes["grounded_choosers"], seed=seed, boots=sizes["grounded_boots"], max_pos=sizes["grounded_max_pos"]
+        )
     from .proof.markdown import headline_protocol
 
     protocol = headline_protocol(proof)

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 SUITE = ("genre", "high_low", "similarity", "collections", "people", "grounded")
 CONTROLS = ("random", "echo")
 RATERS = ("oracle", "cf", "transformers", "openai")
+# page choosers the grounded case's choice protocol can build from the dataset alone (the LLM chooser needs a
+# model: run proof.choice.run_choice from Python with grounded.chooser_model)
+GROUNDED_CHOOSERS = ("oracle", "exposure")
 # Raters fitted on the dataset's own users' ratings: the persona cases' users (written personas) rate nothing, so
 # such a rater has nothing to fit on there; only the grounded case (the dataset's real users) applies
 HISTORY_RATERS = ("cf",)
@@ -110,7 +113,7 @@ SIZES = (
     "genre_items", "max_genres", "high_low_personas", "high_low_items", "pairs", "collection_users",
     "max_collections", "retrievals", "k", "people_users", "people_holdout", "people_history", "people_retrieval",
     "grounded_k", "grounded_boots", "grounded_perms", "grounded_null_check", "grounded_max_pos", "grounded_calibration",
-    "grounded_policies",
+    "grounded_policies", "grounded_choosers",
 )  # fmt: skip
 
 
@@ -176,6 +179,7 @@ def evaluate(
     grounded_max_pos: int = 20,
     grounded_calibration: int = 5,
     grounded_policies: tuple[str | Path, ...] = (),
+    grounded_choosers: tuple[str, ...] = (),
     controls: tuple[str, ...] = ("random",),
     block_size: int = 256,
     ray: str | RayOptions | None = None,
@@ -186,9 +190,13 @@ def evaluate(
     the prompt shows); write metrics.json, report.md and plots to ``out``.
 
     The rater's ratings are kept in ``out/ratings/RATER/``, ``block_size`` requests per part (rating_store.py):
-    a rerun rates only the blocks not yet there. ``ray`` (an address, or ``RayOptions``) rates them on a Ray
+    a rerun rates only the blocks not yet there. ``grounded_choosers`` (oracle, exposure) add the choice
+    protocol to the grounded case (proof/choice.py). ``ray`` (an address, or ``RayOptions``) rates them on a Ray
     cluster instead of this process (ray_rating.py), with the same results."""
     _check_choices(rater, suite, controls)
+    bad = set(grounded_choosers) - set(GROUNDED_CHOOSERS)
+    if bad:
+        raise ValueError(f"unknown grounded chooser(s) {sorted(bad)}; choose from {', '.join(GROUNDED_CHOOSERS)}")
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
     out = Path(out)
     scale = _scale_for(ds)
@@ -197,6 +205,7 @@ def evaluate(
     sizes = {name: given[name] for name in SIZES}  # the suite's sizes, as metrics.json records them
     sizes["retrievals"] = tuple(retrievals) if retrievals else None
     sizes["grounded_policies"] = [str(p) for p in grounded_policies]
+    sizes["grounded_choosers"] = list(grounded_choosers)
     # the evaluated rater: plan the suite's requests, rate the blocks the store lacks, score from the store
     store = RatingStore(out / "ratings" / rater, RaterSpec(rater, rater_kw), ds, get_scale(scale), block_size)
     store.remove_temporary()  # what a driver killed mid-write left

@@ -2,12 +2,14 @@
 ``GroundedSplit``: the recommender panel (fitted on history only), counterfactual agreement on held-out (A)
 and random-exposure (R) truth (Kendall tau, per-person pairwise agreement, a two-way bootstrap, nulls that
 keep item effects, paired differences), the controls, the anchors' protocols (Agent4Rec, SimUSER,
-distribution fidelity) and a calibration fitted on a history cut no simulator sees."""
+distribution fidelity), a calibration fitted on a history cut no simulator sees, and the choice protocol for page
+choosers (Agent4Rec's 1:1, 1:3, 1:9 pages, with shuffled and popularity controls)."""
 
 from .agreement import collect_picks, kendall_tau, pairwise_counts
 from .anchors import baselines, discrimination, discrimination_sets, distribution, jensen_shannon, rating_error
 from .cache import RatingCache
 from .calibration import Calibration, calibration_cut, calibration_report, fit_calibration, history_pairs
+from .choice import choice_pages, run_choice
 from .controls import (
     cf_simulator,
     derangement,
@@ -51,6 +53,7 @@ __all__ = [
     "baselines",
     "calibration_cut",
     "calibration_report",
+    "choice_pages",
     "cf_simulator",
     "collect_picks",
     "default_panel",
@@ -72,6 +75,7 @@ __all__ = [
     "random_simulator",
     "rating_error",
     "reversed_simulator",
+    "run_choice",
     "run_proof",
     "shuffled",
     "truth_simulator",

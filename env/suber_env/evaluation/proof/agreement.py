@@ -187,6 +187,17 @@ def _chunks(total: int, seed: int) -> Iterator[tuple[slice, np.random.Generator]
         yield slice(start, min(start + CHUNK, total)), np.random.default_rng([seed, c])
 
 
+def people_draws(n_people: int, boots: int, seed: int) -> Iterator[tuple[slice, np.ndarray, np.random.Generator]]:
+    """The people half of the bootstrap: per chunk of draws, (draw slice, how often each person is drawn (B, U),
+    the chunk's generator for anything else a draw reweights). The Resampler and the choice protocol share it."""
+    for sl, rng in _chunks(boots, seed):
+        yield (
+            sl,
+            rng.multinomial(n_people, np.full(n_people, 1.0 / n_people), size=sl.stop - sl.start).astype(np.float64),
+            rng,
+        )
+
+
 class Resampler:
     """The two-way bootstrap of one protocol: per draw, people resampled with replacement (multinomial
     counts) and items reweighted by Poisson(1) weights; every simulator sees the same draws, so differences
@@ -197,11 +208,8 @@ class Resampler:
 
     def draws(self) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
         """(draw slice, user weights (B, U), item weights at the picks (B, R, U, k))."""
-        U = len(self.picks.users)
-        for sl, rng in _chunks(self.boots, self.seed):
-            b = sl.stop - sl.start
-            user_w = rng.multinomial(U, np.full(U, 1.0 / U), size=b).astype(np.float64)
-            item_w = rng.poisson(1.0, (b, self.n_items)).astype(np.float64)
+        for sl, user_w, rng in people_draws(len(self.picks.users), self.boots, self.seed):
+            item_w = rng.poisson(1.0, (sl.stop - sl.start, self.n_items)).astype(np.float64)
             yield sl, user_w, item_w[:, self.picks.items]
 
     def real_means(self, metric: str = PRIMARY) -> np.ndarray:

@@ -100,7 +100,8 @@ def _panel(res: dict) -> list[str]:
         if cols:
             d = _get(res["real"], cols[0][0], "minus_popularity", n)
             cells.append(f"{_f(d['difference'], True, 3)}{_ci(d['ci95'])}" if d else "n/a")
-        cells += [_f(_get(res["simulators"][s], "agreement", cols[0][0], "sim_scores", n), False, 3) for s in sims]
+        if cols:  # no protocol had enough people: no simulated scores either
+            cells += [_f(_get(res["simulators"][s], "agreement", cols[0][0], "sim_scores", n), False, 3) for s in sims]
         lines.append(f"| {n} | {', '.join(flags)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -147,6 +148,58 @@ def _null_check(res: dict) -> list[str]:
     return lines + [""]
 
 
+def choice_markdown(choice: dict) -> list[str]:
+    """The choice protocol's tables (proof/choice.py): each chooser and control per ratio, then the paired
+    differences of every chooser with its controls."""
+    if "skipped" in choice:
+        return ["### Choice (Agent4Rec's 1:1, 1:3, 1:9 asked of a chooser)", "", f"Skipped: {choice['skipped']}.", ""]
+    p = choice["protocol"]
+    ratios = p["ratios"]
+    intro = (
+        f"Each page: one held-out item the person liked ({p['positive']}) and 1, 3 or 9 items the person never "
+        f"rated, in a random order; up to {p['max_pos']} pages per person and ratio. {p['people']} people, "
+        f"{p['pages_per_ratio']} pages per ratio. top1: share of pages whose real item gets the highest pick "
+        "probability (ties: a random draw among them); mean rank: the real item's place (1 = first). Intervals: "
+        f"{p['boots']} bootstrap draws of the people."
+    )
+    fits = p.get("choosers") or {}
+    if fits:
+        intro += " Fit: " + ", ".join(f"{k} {v['seconds']:.1f} s" for k, v in fits.items()) + "."
+    if p["people_without_room"]:
+        intro += f" Left out: {p['people_without_room']} people with too few never-rated items."
+    head = "| chooser | " + " | ".join(f"top1 {r} [95%]" for r in ratios) + " | "
+    head += " | ".join(f"mean rank {r} [95%]" for r in ratios) + " | seconds |"
+    lines = ["### Choice (Agent4Rec's 1:1, 1:3, 1:9 asked of a chooser)", "", intro, "", head,
+             "|---|" + "---|" * (2 * len(ratios) + 1)]  # fmt: skip
+    chance = [_f(p["chance"][r]["top1"], False, 3) for r in ratios] + [
+        _f(p["chance"][r]["mean_rank"], False, 2) for r in ratios
+    ]
+    lines.append("| chance | " + " | ".join(chance) + " | |")
+    for name, res in choice["choosers"].items():
+        cells = [f"{_f(res[r]['top1']['value'], False, 3)}{_ci3(res[r]['top1']['ci95'])}" for r in ratios]
+        cells += [f"{_f(res[r]['mean_rank']['value'], False, 2)}{_ci3(res[r]['mean_rank']['ci95'], 2)}" for r in ratios]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {res['seconds']:.2f} |")
+    lines += ["", "| chooser | control | ratio | top1 difference [95%] | mean rank difference [95%] | beats it |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
+    rows: dict = {}
+    for r in choice["paired"]:
+        rows.setdefault((r["chooser"], r["control"], r["ratio"]), {})[r["statistic"]] = r
+    for (name, control, ratio), st in rows.items():
+        t, m = st["top1"], st["mean_rank"]
+        verdict = "yes" if t["beats"] and m["beats"] else ("no" if not (t["beats"] or m["beats"]) else "on one")
+        lines.append(f"| {name} | {control} | {ratio} | {_f(t['difference'], True, 3)}{_ci3(t['ci95'])} | "
+                     f"{_f(m['difference'])}{_ci3(m['ci95'], 2)} | {verdict} |")  # fmt: skip
+    return lines + [""]
+
+
+def _ci3(ci, nd: int = 3) -> str:
+    """An interval, signed only where it reaches below 0 (differences), else plain (shares, ranks)."""
+    lo, hi = ci
+    if lo is None or hi is None:
+        return ""
+    return f" [{lo:.{nd}f}, {hi:.{nd}f}]" if lo >= 0 else f" [{lo:+.{nd}f}, {hi:+.{nd}f}]"
+
+
 def markdown(result: dict) -> str:
     """The headline (agreement on the fair panel per protocol, level, calibration, distribution), the paired
     differences with the controls, the panel (real and simulated scores per recommender) and the anchors."""
@@ -170,4 +223,6 @@ def markdown(result: dict) -> str:
         parts += ["### Paired differences (the same bootstrap draws for both)", "", *paired, ""]
     parts += _null_check(result)
     parts += ["### Panel", *_panel(result), "", "### Anchors", *_anchors(result)]
+    if "choice" in result:
+        parts += ["", *choice_markdown(result["choice"])]
     return "\n".join(parts) + "\n"
