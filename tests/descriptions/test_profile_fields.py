@@ -263,3 +263,19 @@ def test_smollm2_states_the_profile_and_passes_the_checks(tmp_path, smollm2):
         print(row["user_id"], row["variant"], row["attempts"], repr(row["description"]))
         states(row["description"], users[row["user_id"]], "films")
         assert check_row(row["description"], users[row["user_id"]]) == []
+
+
+def test_openai_backend_writes_what_its_prompt_asks(tmp_path):
+    """A chat-completions stand-in on loopback that states the record's traits and habits: its rows pass."""
+    from tests.descriptions.openai_server import OpenAIServer
+
+    table = profiled(4)
+    write(tmp_path, table)
+    with OpenAIServer() as server:
+        result = generate_descriptions(tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2)
+        asked = [body["messages"][-1]["content"] for body in server.requests]
+    assert result.written == 4 and not result.failed, result.summary()
+    assert all("\nTraits: " in content for content in asked)
+    users = {u["user_id"]: u for u in table.to_pylist()}
+    for row in pq.read_table(tmp_path / "user_descriptions.parquet").to_pylist():
+        states(row["description"], users[row["user_id"]], "films")

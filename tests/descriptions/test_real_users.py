@@ -21,6 +21,7 @@ from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.backends import BackendInfo, Output, describe
 from suber_data.descriptions.checks import check_row, held_out_leaks
 from suber_data.descriptions.generate import plan_requests, read_users
+from suber_data.descriptions.profile import written
 from suber_data.descriptions.program import Decoding, build_request, choose_variant, forced_strings, user_values
 from suber_data.descriptions.templates import SYNTHETIC_VARIANTS, load_template
 from suber_data.pipelines.descriptions import description_quality
@@ -220,9 +221,11 @@ class LeakyBackend:
             self.calls[uid] = self.calls.get(uid, 0) + 1
             user = request.user
             genre = (user["liked"] or [user["habit"]])[0]
-            text = f"someone who rewatches {user['favourites'][0]} and a lot of {genre} for seed {self.calls[uid]}."
+            text = f"someone who rewatches {user['favourites'][0]} and a lot of {genre} for seed {self.calls[uid]}"
             if uid in self.leaks and (uid in self.always or self.calls[uid] == 1):
-                text = text[:-1] + f", and waits for {self.leaks[uid]}."
+                text += f", and waits for {self.leaks[uid]}"
+            # the profile's sentences (traits, habits), as the program writes them for users with those fields
+            text += "." + (" " + written(request.profile) if request.profile else "")
             out.append(Output(text, {}, 0.01))
         return out
 
