@@ -91,6 +91,25 @@ def test_users_without_the_fields_are_described_and_keyed_as_before(tmp_path):
     assert "profile_template" not in step
 
 
+# Keys of users with profile fields, pinned as test_real_users.py pins those without: they change on purpose when
+# profile.txt, the key's fields or the users step's draw of the fields (traits.txt, the shares) change.
+PROFILE_KEYS = {
+    "smollm2": ["8b57d328029aee00", "4f337852ad5ce8aa", "09701e6fa6e480e6", "6133bde667030369"],
+    "template": ["3f7a22d39fdb3725", "3283dcd26ee9b10d", "541cb064c355016b", "5f7c85fb3e85ac7f"],
+}
+
+
+@pytest.mark.parametrize("backend", ["smollm2", "template"])
+def test_keys_of_users_with_profile_fields_are_pinned(tmp_path, backend):
+    from tests.descriptions.test_real_users import SMOLLM2
+
+    write(tmp_path, profiled(4))
+    info = SMOLLM2 if backend == "smollm2" else describe("template")
+    templates = {v: load_template(v) for v in SYNTHETIC_VARIANTS}
+    requests = plan_requests(read_users(tmp_path), info, templates, "movies", 0.5, Decoding())
+    assert [r.key for _, r in sorted(requests.items())] == PROFILE_KEYS[backend]
+
+
 def test_keys_hold_the_profile_fields():
     user = profiled(1).to_pylist()[0]
     template, decoding = load_template("preferences"), Decoding()
