@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from suber_data.descriptions.base import Backend, BackendInfo, Output
+from suber_data.descriptions.profile import written
 from suber_data.descriptions.program import FIXED_GROUNDED, Decoding, Request, is_real, user_values
 from suber_data.descriptions.settings import DEFAULTS, DescriptionSettings
 from suber_data.descriptions.slots import sentence_case
@@ -131,14 +132,16 @@ class TemplateBackend:
         for request in requests:
             start = time.perf_counter()
             values = user_values(request.user)
+            # the profile's sentences (traits, habits) follow the fixed text, as the frames write them
+            profile = (" " + written(request.profile)) if request.profile else ""
             if is_real(request.user):
-                text = fill(self.grounded.get(request.variant) or self.grounded["grounded"], values)
+                text = fill(self.grounded.get(request.variant) or self.grounded["grounded"], values) + profile
                 out.append(Output(text, {c.name: c.options[0] for c in request.choices}, time.perf_counter() - start))
                 continue
             values["his_her"] = "his" if request.user["sex"] == "M" else "her"
             values["occupation"] = sentence_case(values["occupation"], every_word=True)  # as the frames write them
             values["hobby"] = sentence_case(values["hobby"], every_word=False)
-            text = fill(self.sections.get(request.variant) or self.sections["plain"], values)
+            text = fill(self.sections.get(request.variant) or self.sections["plain"], values) + profile
             choices = {c.name: c.options[0] for c in request.choices}
             out.append(Output(text, choices, time.perf_counter() - start))
         return out

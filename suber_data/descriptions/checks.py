@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from suber_data.descriptions.fluency import fluency_problems
+from suber_data.descriptions.profile import profile_problems
 
 _WORD = re.compile(r"[a-z0-9]+")
 _MALE = {"he", "him", "his", "himself"}
@@ -111,6 +112,7 @@ def check_row(description: str, user: Mapping, bounds: Bounds = Bounds()) -> lis
     leaked = [marker for marker in _LEAKS if marker in low]
     if leaked:
         problems.append(f"template text leaked: {leaked[0]!r}")
+    problems += profile_problems(text, user)  # traits and behaviour features, where the user has them
     return problems + repetition_problems(text) + glue_problems(text, user) + fluency_problems(text, user)
 
 
@@ -221,6 +223,7 @@ def check_real_row(text: str, user: Mapping) -> list[str]:
     leaked = [marker for marker in _LEAKS + _REAL_LEAKS if marker in low]
     if leaked:
         problems.append(f"template text leaked: {leaked[0]!r}")
+    problems += profile_problems(rest, user)
     return problems + repetition_problems(rest) + glue_problems(text, user) + fluency_problems(text, user)
 
 

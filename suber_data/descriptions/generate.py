@@ -36,6 +36,7 @@ from suber_data.descriptions.base import Backend
 from suber_data.descriptions.batches import Generation, Runner, blocks, finalize, generate_batches, trim_to_sentence
 from suber_data.descriptions.checks import Bounds, check_row, held_out_leaks, near_duplicates
 from suber_data.descriptions.plan import REQUIRED, USERS, Plan, plan_requests, read_plan, read_users
+from suber_data.descriptions.profile import digest as profile_digest
 from suber_data.descriptions.program import Request, fixed_grounded_digest
 from suber_data.descriptions.settings import BLOCK_SIZE, DEFAULTS, DescriptionSettings
 from suber_data.descriptions.store import ChunkStore
@@ -56,6 +57,7 @@ OUTPUT = "user_descriptions.parquet"
 USER_RATINGS = "user_ratings.parquet"  # a real population's history and held-out ratings (users/real.py)
 CHECKS_VERSION = 2  # bump when check_row / near_duplicates change meaning (2: loops and glued words)
 REAL_CHECKS_VERSION = 1  # bump when real users' checks (check_real_row, held_out_leaks) change meaning
+PROFILE_CHECKS_VERSION = 1  # bump when the profile fields' checks (profile.profile_problems) change meaning
 
 
 @dataclass
@@ -179,6 +181,7 @@ def _fingerprint(plan: Plan, s: DescriptionSettings, domain: str) -> str:
         {v: t.sha256 for v, t in plan.templates.items()}, s.decoding.__dict__, s.split, domain, s.max_attempts,
         s.bounds.__dict__, s.dedup_threshold, CHECKS_VERSION,
         *((REAL_CHECKS_VERSION, _sha256_or_none(folder / USER_RATINGS), fixed_grounded_digest()) if plan.real else ()),
+        *((PROFILE_CHECKS_VERSION, profile_digest()) if plan.has_profiles else ()),
     )  # fmt: skip
 
 
@@ -323,6 +326,7 @@ def _assemble(work: _Run, domain: str, template_dir: str | Path | None, started:
         models={"description_llm": model_entry},
         extra={
             "templates": {v: {"file": t.path.name, "sha256": t.sha256} for v, t in plan.templates.items()},
+            **({"profile_template": profile_digest()} if plan.has_profiles else {}),
             "template_dir": f"assets/{TEMPLATE_DIR}" if template_dir is None else str(template_dir),
             "variants": result.variants,
             "failures": result.failed[:1000],

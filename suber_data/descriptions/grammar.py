@@ -117,7 +117,7 @@ def _edge_words(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found[:1] + found[-1:]))
 
 
-def description_program(user: Mapping, decoding: Decoding):
+def description_program(user: Mapping, decoding: Decoding, tail: tuple[Slot, ...] = ()):
     """The free description as a grammar that carries the checks: the user's forced strings verbatim
     (``forced_strings``: job and hobby, or for a real user a favourite title and a liked genre), placed by the
     model among free spans (either one first), one line, no pronoun the checks forbid, no template text.
@@ -130,6 +130,9 @@ def description_program(user: Mapping, decoding: Decoding):
     " carpenter" could go on as letters glued to it ("a carpenterhazardous"), the span being the only reading
     left once the word may not end there. Every span may write the first and last words of the strings (of four
     letters or more) but never lengthen them, so no copy of a string runs into the next word either.
+
+    ``tail``: the profile's sentences (``profile.tail_slots``), written after the forced strings and a clause, in
+    place of the open end (they bring their own).
     """
     from guidance import gen, select
 
@@ -145,14 +148,20 @@ def description_program(user: Mapping, decoding: Decoding):
         pattern = span_regex(sex, min_words, opening=opening, avoid=avoid, extend=extend)
         return gen(regex=pattern, max_tokens=budget, temperature=decoding.temperature)
 
+    def end():
+        if not tail:
+            return span(5, last) + "\n"
+        clause = gen(regex=clause_regex(sex), max_tokens=inner, temperature=decoding.temperature)
+        return clause + slotted_program(user, tail, decoding)
+
     if not forced:  # a real user whose history shows no title, genre or habit (read_users lets none through)
         return span(8, last, True) + "\n"
     if len(forced) == 1:
-        return span(1, inner, True, avoid) + select(forced[0]) + span(5, last) + "\n"
+        return span(1, inner, True, avoid) + select(forced[0]) + end()
     a, b = forced
     first = span(1, inner, True, avoid) + select(a) + span(1, inner, avoid=avoid) + select(b)
     second = span(1, inner, True, avoid) + select(b) + span(1, inner, avoid=avoid) + select(a)
-    return select([first, second]) + span(5, last) + "\n"  # 1 + 1 + 5 words and the two strings: never too short
+    return select([first, second]) + end()  # 1 + 1 + 5 words and the two strings: never too short
 
 
 def _forced(text: str) -> list[str]:
@@ -175,7 +184,7 @@ def guidance_program(request: Request, decoding: Decoding):
         elif isinstance(part, Free) and part.slots:
             node = slotted_program(request.user, part.slots, decoding)
         else:
-            node = description_program(request.user, decoding)
+            node = description_program(request.user, decoding, part.tail)
         program = node if program is None else program + node
     return program
 

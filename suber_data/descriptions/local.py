@@ -368,7 +368,7 @@ def _fixed_chars(request: Request) -> int:
             total += len(part.encode())
         elif isinstance(part, Choice):
             total += max(len(o.encode()) for o in part.options)
-        elif isinstance(part, Free):  # the frame's written text (slots.py)
-            total += sum(len(s.encode()) for s in part.slots if isinstance(s, str))
+        elif isinstance(part, Free):  # the frame's written text (slots.py), the profile's (profile.py)
+            total += sum(len(s.encode()) for s in part.slots + part.tail if isinstance(s, str))
     forced = forced_strings(request.user)  # the description's forced strings, and the spaces around them
     return total + sum(len(s.encode()) for s in forced) + 8

@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from suber_data.descriptions import profile as profiles
 from suber_data.descriptions.base import BackendInfo
 from suber_data.descriptions.program import REAL_ATTRIBUTES, Decoding, Request, build_request, choose_variant, is_real
 from suber_data.descriptions.templates import SYNTHETIC_VARIANTS, VARIANTS, Template, load_template
@@ -30,6 +31,11 @@ class Plan:
     templates: dict[str, Template]
     subset: set[int] | None = None  # user_ids=: a share of the users, generated into the store only
     requests: dict[int, Request] = field(default_factory=dict)
+
+    @property
+    def has_profiles(self) -> bool:
+        """Some user has RecAgent's profile fields: their descriptions state them (profile.py)."""
+        return any(profiles.has_profile(u) for u in self.users)
 
 
 def read_plan(
@@ -63,7 +69,8 @@ def read_users(dataset_dir: Path) -> list[dict[str, Any]]:
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}; rebuild users.parquet with the current suber-data")
     extra = [c for c in REAL_ATTRIBUTES if c in table.column_names]
-    rows = table.select(list(REQUIRED) + extra).to_pylist()
+    profile_columns = [c for c in profiles.COLUMNS if c in table.column_names]
+    rows = table.select(list(REQUIRED) + extra + profile_columns).to_pylist()
     seen: set[int] = set()
     for i, row in enumerate(rows):
         where = f"{path}: row {i} (user_id {row['user_id']})"
@@ -85,6 +92,9 @@ def read_users(dataset_dir: Path) -> list[dict[str, Any]]:
         if not real:  # a synthetic user's request (and key) sees exactly the fields it always did
             for name in extra:
                 row.pop(name)
+        for name in profile_columns:  # a null profile field (a table built before them) is as if absent
+            if row[name] is None:
+                row.pop(name)
     return rows
 
 
@@ -97,6 +107,6 @@ def plan_requests(
         variant = choose_variant(domain, user, split, decoding.seed)
         requests[int(user["user_id"])] = build_request(
             user, variant, templates[variant], backend=info.backend, model=info.model, revision=info.revision,
-            decoding=decoding,
+            decoding=decoding, domain=domain,
         )  # fmt: skip
     return requests

