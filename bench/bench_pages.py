@@ -118,7 +118,7 @@ def dense_item_factors(people: np.ndarray, items: np.ndarray, n_items: int, rank
 
 def bench_exposure_fit(dataset: Path) -> None:
     from suber_env import ExposureChooser
-    from suber_env.choosers import page_requests
+    from suber_env.choosers import PageRequests
     from suber_env.choosers.exposure import interactions, item_factors
 
     ds = load_dataset(dataset)
@@ -126,7 +126,9 @@ def bench_exposure_fit(dataset: Path) -> None:
     print(f"\n== 3. exposure chooser fit, {people.max() + 1:,} people x {ds.n_items:,} items, {len(items):,} picks ==")
     chooser = ExposureChooser(ds)
     rank = chooser.vectors.shape[1]
-    req = page_requests(ds, np.arange(ds.n_users), np.random.default_rng(0).integers(0, ds.n_items, (ds.n_users, 10)))
+    # random pages and random recent views: a synthetic population has no history to take them from
+    pages, recent = np.random.default_rng(0).integers(0, ds.n_items, (2, ds.n_users, 10))
+    req = PageRequests(np.arange(ds.n_users), pages, np.zeros(pages.shape, np.int64), recent)
     fits = {}
     for name, fit in (("dense", dense_item_factors), ("sparse", item_factors)):  # the same inputs, timed alike
         t = time.perf_counter()
