@@ -7,12 +7,15 @@ of one page and a rater call per env per step), both sides sharing the same choo
 2. The LLM chooser (transformers) with the oracle rater: SmolLM2-135M-Instruct on the CPU (``benchlib.tiny_llm()``,
    a 2-layer random-weight model of its architecture, at ``--smoke``), 8 slots: the vector env asks the 40 page
    questions of a step in batches of 32, the loop asks 5 per env.
+3. The exposure chooser's fit on part 1's dataset: the sparse truncated SVD it uses (scipy's ``svds``) against the
+   dense SVD of the whole person-item matrix it used before, both timed here, and how closely their pick
+   probabilities agree on random pages (Pearson correlation; the factors differ by sign and rotation only).
 
 Datasets are built by the real builder (``benchlib.build_movies``): part 1 on ml-latest-small (``--no-tmdb --users
 600``) when the shared zip is there, else the sample release; part 2 on the sample release (16 users).
 
 Run: ``python bench/bench_pages.py`` (``--quick``: smaller part 1; ``--dataset DIR``: part 1 on a built folder;
-``--skip-llm``); ``--smoke``: both parts at tiny sizes, in seconds.
+``--skip-llm``; ``--fit-only``: part 3 alone); ``--smoke``: both parts at tiny sizes, in seconds.
 """
 
 from __future__ import annotations
@@ -103,12 +106,50 @@ def bench_llm(size: str, smoke: bool) -> None:
     print_ratio(f"page steps/s at n={n}, LLM chooser, PagesVectorEnv vs SyncVectorEnv of PagesEnv", vec / one)
 
 
+def dense_item_factors(people: np.ndarray, items: np.ndarray, n_items: int, rank: int) -> np.ndarray:
+    """The exposure chooser's earlier fit: every singular value of the dense binary person-item matrix."""
+    m = np.zeros((int(people.max()) + 1, n_items), np.float32)
+    m[people, items] = 1.0
+    _, s, vt = np.linalg.svd(m, full_matrices=False)
+    v = (vt[:rank].T * s[:rank]).astype(np.float64)
+    norm = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.where(norm > 0, v / np.maximum(norm, 1e-12), 0.0)
+
+
+def bench_exposure_fit(dataset: Path) -> None:
+    from suber_env import ExposureChooser
+    from suber_env.choosers import PageRequests
+    from suber_env.choosers.exposure import interactions, item_factors
+
+    ds = load_dataset(dataset)
+    people, items, _ = interactions(ds)
+    print(f"\n== 3. exposure chooser fit, {people.max() + 1:,} people x {ds.n_items:,} items, {len(items):,} picks ==")
+    chooser = ExposureChooser(ds)
+    rank = chooser.vectors.shape[1]
+    # random pages and random recent views: a synthetic population has no history to take them from
+    pages, recent = np.random.default_rng(0).integers(0, ds.n_items, (2, ds.n_users, 10))
+    req = PageRequests(np.arange(ds.n_users), pages, np.zeros(pages.shape, np.int64), recent)
+    fits = {}
+    for name, fit in (("dense", dense_item_factors), ("sparse", item_factors)):  # the same inputs, timed alike
+        t = time.perf_counter()
+        chooser.vectors = fit(people, items, ds.n_items, rank)
+        fits[name] = (time.perf_counter() - t, chooser.pick_probs(req), chooser.affinity(req))
+    (dense_s, dense, dense_cf), (sparse_s, sparse, sparse_cf) = fits["dense"], fits["sparse"]
+    r = np.corrcoef(sparse.ravel(), dense.ravel())[0, 1]
+    r_cf = np.corrcoef(sparse_cf.ravel(), dense_cf.ravel())[0, 1]  # the factors' own term, without popularity
+    print(f"  dense SVD (before) {dense_s:.2f} s | sparse svds (now) {sparse_s:.2f} s")
+    print(f"  pick probabilities on {sparse.size:,} random slots: Pearson r {r:.5f}, max |diff| "
+          f"{np.abs(sparse - dense).max():.4f}; their affinity term alone r {r_cf:.5f}")  # fmt: skip
+    print_ratio("exposure chooser fit, sparse svds vs dense SVD (time ratio, dense / sparse)", dense_s / sparse_s)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: the code paths only")
     ap.add_argument("--quick", action="store_true", help="smaller part 1")
     ap.add_argument("--dataset", type=Path, help="part 1 on this built dataset folder")
     ap.add_argument("--skip-llm", action="store_true", help="part 1 only")
+    ap.add_argument("--fit-only", action="store_true", help="part 3 only (the exposure chooser's fit)")
     args = ap.parse_args()
     size = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.smoke:
@@ -121,9 +162,11 @@ def main() -> None:
         else:
             print(f"  ({ML_LATEST_SMALL} absent: the packaged sample release instead)")
             dataset = build_movies(Path(tmp) / "catalogue", users=128)
-        bench_oracle(dataset, size)
-        if not args.skip_llm:
-            bench_llm(size, args.smoke)
+        if not args.fit_only:
+            bench_oracle(dataset, size)
+            if not args.skip_llm:
+                bench_llm(size, args.smoke)
+        bench_exposure_fit(dataset)
 
 
 if __name__ == "__main__":

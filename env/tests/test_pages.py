@@ -23,7 +23,8 @@ from suber_env import (
     TransformersChooser,
     load_dataset,
 )
-from suber_env.choosers import page_requests
+from suber_env.choosers import PageRequests, page_requests
+from suber_env.choosers.exposure import interactions
 from suber_env_testdata import rewrite_table, tiny_random_lm
 from test_books import _books
 
@@ -243,6 +244,36 @@ def test_exposure_chooser_fits_history_never_held_out(real_movies_dir, tmp_path)
     top, bottom = int(counts.argmax()), int(counts.argmin())
     p = ch.pick_probs(page_requests(ds, [0], [[top, bottom]]))
     assert p[0, 0] > p[0, 1]
+
+
+def _dense_factors(people, items, n_items, rank):
+    """The exposure chooser's earlier fit, kept here as the reference: the dense SVD of the whole matrix."""
+    m = np.zeros((people.max() + 1, n_items))
+    m[people, items] = 1.0
+    _, s, vt = np.linalg.svd(m, full_matrices=False)
+    v = vt[:rank].T * s[:rank]
+    norm = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.where(norm > 0, v / np.maximum(norm, 1e-12), 0.0)
+
+
+def test_exposure_factors_from_the_sparse_fit_pick_as_the_dense_svd_did():
+    # the sample release's 490 raters x 41 items: large enough for the sparse (ARPACK) path; factors may differ
+    # by sign or rotation, so what is compared is what they feed: the cosines and the pick chances
+    ds = load_dataset(stored("movies_sample_40"))
+    people, items, _ = interactions(ds)
+    assert min(people.max() + 1, ds.n_items) > 16 + 1
+    ch = ExposureChooser(ds)
+    sparse = ch.vectors
+    np.testing.assert_array_equal(ExposureChooser(ds).vectors, sparse)  # a refit gives the same vectors
+    dense = _dense_factors(people, items, ds.n_items, sparse.shape[1])
+    np.testing.assert_allclose(sparse @ sparse.T, dense @ dense.T, atol=1e-6)
+    rng = np.random.default_rng(1)
+    pages, recent = rng.integers(0, ds.n_items, (2, ds.n_users, 5))  # a synthetic population has no history
+    req = PageRequests(np.arange(ds.n_users), pages, np.zeros(pages.shape, np.int64), recent)
+    got, cf = ch.pick_probs(req), ch.affinity(req)
+    ch.vectors = dense
+    assert np.corrcoef(got.ravel(), ch.pick_probs(req).ravel())[0, 1] > 0.99
+    assert np.corrcoef(cf.ravel(), ch.affinity(req).ravel())[0, 1] > 0.99
 
 
 def test_oracle_chooser_follows_tastes(movies):

@@ -34,22 +34,28 @@ def interactions(ds) -> tuple[np.ndarray, np.ndarray, str]:
     return people.astype(np.int64), t["item_id"].to_numpy().astype(np.int64), "ratings.parquet"
 
 
-def item_factors(people: np.ndarray, items: np.ndarray, n_items: int, rank: int, max_cells: int) -> np.ndarray:
+def item_factors(people: np.ndarray, items: np.ndarray, n_items: int, rank: int) -> np.ndarray:
     """Unit-norm item vectors (n_items, rank) from a truncated SVD of the binary person-item matrix: items that
-    the same people picked point the same way. Past ``max_cells`` matrix cells a fixed random subset of people
-    is used (seed 0); items nobody picked get a zero vector."""
+    the same people picked point the same way; items nobody picked get a zero vector. The matrix stays sparse and
+    only the top ``rank`` singular triplets are computed (ARPACK, from a fixed start vector so that a refit gives
+    the same vectors). On ml-latest-small's 501 x 9,742 history matrix: 0.09 s, where the dense SVD of every
+    singular value took 16-44 s (bench/bench_pages.py part 3 times both)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.linalg import svds
+
     n_people = int(people.max()) + 1 if len(people) else 0
-    keep = np.arange(n_people)
-    if n_people * n_items > max_cells:
-        keep = np.sort(np.random.default_rng(0).choice(n_people, max(max_cells // n_items, 2), replace=False))
-    row = np.full(n_people, -1)
-    row[keep] = np.arange(len(keep))
-    sel = row[people] >= 0
-    m = np.zeros((len(keep), n_items), np.float32)
-    m[row[people[sel]], items[sel]] = 1.0
-    _, s, vt = np.linalg.svd(m, full_matrices=False)
-    r = min(rank, len(s))
-    v = (vt[:r].T * s[:r]).astype(np.float64)
+    m = csr_matrix((np.ones(len(items)), (people, items)), shape=(n_people, n_items))
+    m.sum_duplicates()
+    m.data[:] = 1.0  # picked or not: a repeated pair counts once
+    if m.nnz == 0:
+        return np.zeros((n_items, rank))
+    if min(m.shape) <= rank + 1:  # ARPACK needs rank < min(shape); a matrix this small is cheap dense
+        _, s, vt = np.linalg.svd(m.toarray(), full_matrices=False)
+        s, vt = s[:rank], vt[:rank]
+    else:
+        v0 = np.random.default_rng(0).standard_normal(min(m.shape))
+        _, s, vt = svds(m, k=rank, v0=v0, solver="arpack")
+    v = vt.T * s  # the order of the triplets does not matter: only cosines between items are read
     norm = np.linalg.norm(v, axis=1, keepdims=True)
     return np.where(norm > 0, v / np.maximum(norm, 1e-12), 0.0)
 
@@ -60,15 +66,13 @@ class ExposureChooser(Chooser):
 
     name = "exposure"
 
-    def __init__(
-        self, ds, rank: int = 16, bias: float = -1.5, pop: float = 1.0, cf: float = 2.0, max_cells: int = 50_000_000
-    ):
+    def __init__(self, ds, rank: int = 16, bias: float = -1.5, pop: float = 1.0, cf: float = 2.0):
         people, items, self.fitted_on = interactions(ds)
         self.n_interactions = len(items)
         counts = np.bincount(items, minlength=ds.n_items).astype(np.float64)
         lp = np.log1p(counts)
         self.popularity = (lp - lp.mean()) / (lp.std() or 1.0)
-        self.vectors = item_factors(people, items, ds.n_items, rank, max_cells)
+        self.vectors = item_factors(people, items, ds.n_items, rank)
         self.bias, self.pop, self.cf = bias, pop, cf
 
     def affinity(self, req: PageRequests) -> np.ndarray:

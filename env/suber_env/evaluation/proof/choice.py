@@ -3,9 +3,18 @@ real person went on to like?
 
 For every real person of the split, up to ``max_pos`` held-out items the person rated at or above the like
 threshold each make one page per ratio 1:r: that item and the first r of 9 items the person never rated (not in
-the history, the held-out part or the random-exposure part), drawn uniformly from the catalogue, in a random
-order. The 1:1 and 1:3 pages show the first negatives of the 1:9 page, so the ratios are paired. A chooser gives
-every slot of a page a pick probability. Per ratio:
+the history, the held-out part or the random-exposure part), in a random order. The 1:1 and 1:3 pages show the
+first negatives of the 1:9 page, so the ratios are paired. Two designs draw the 9 negatives, on the same
+positives, people and slots:
+
+* ``uniform``: uniformly from the catalogue. The held-out items are what people chose to watch and the catalogue's
+  long tail is what nobody watched, so popularity alone already finds the real item on most pages: this design
+  measures exposure as much as taste.
+* ``matched``: the never-rated items nearest to the real item in history popularity (``matched_never_rated``):
+  the real item's place in its page's popularity order is drawn uniformly, so history counts score chance and
+  what a chooser finds beyond that is taste.
+
+A chooser gives every slot of a page a pick probability. Per design and ratio:
 
 * ``top1``: the share of pages whose real item gets the highest pick probability, ties counted as a random
   draw among the tied items (so a chooser that cannot tell scores exactly 1 / page size);
@@ -13,9 +22,9 @@ every slot of a page a pick probability. Per ratio:
 
 Pages are pooled over people; intervals come from the proof's people bootstrap (agreement.people_draws: people
 resampled with all their pages). Controls on the same pages: ``random`` (uniform random probabilities, seeded),
-``popularity`` (history counts: what people chose to rate is what the held-out part holds too, so it is the bar a
-chooser has to clear) and every chooser asked as another person (``<name>_shuffled``, the proof's derangement).
-Paired differences use the same draws for both sides.
+``popularity`` (history counts: on uniform pages the bar a chooser has to clear, on matched pages chance by
+construction) and every chooser asked as another person (``<name>_shuffled``, the proof's derangement). Paired
+differences use the same draws for both sides, and both designs the same draws of the people.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from .controls import derangement
 from .data import GroundedSplit, pair_keys
 
 RATIOS = (1, 3, 9)
+DESIGNS = ("uniform", "matched")
 CONTROLS = ("random", "popularity")
 SHUFFLED = "_shuffled"
 STATISTICS = ("top1", "mean_rank")
@@ -46,17 +56,20 @@ class ChoicePages:
     people: np.ndarray  # (U,) user rows
     person: np.ndarray  # (P,) position in ``people`` of each page's person
     positive: np.ndarray  # (P,) the held-out item the person liked
-    negatives: np.ndarray  # (P, max ratio) items the person never rated, in draw order
+    negatives: np.ndarray  # (P, max ratio) items the person never rated, uniform over the catalogue, in draw order
     slots: dict[int, np.ndarray]  # ratio -> (P, r + 1) column order of [positive, negatives[:r]] as shown
     skipped_people: int  # people with a liked held-out item but fewer never-rated items than the largest ratio
+    matched: np.ndarray | None = None  # (P, max ratio) never-rated items matched on history popularity, shuffled
+    one_sided: np.ndarray | None = None  # (P,) matched pages short of items on one side of the real item
 
     @property
     def users(self) -> np.ndarray:
         return self.people[self.person]
 
-    def page(self, r: int) -> tuple[np.ndarray, np.ndarray]:
-        """(items shown (P, r + 1), the column of the real item (P,)) for ratio 1:r."""
-        unordered = np.concatenate([self.positive[:, None], self.negatives[:, :r]], axis=1)
+    def page(self, r: int, design: str = "uniform") -> tuple[np.ndarray, np.ndarray]:
+        """(items shown (P, r + 1), the column of the real item (P,)) for ratio 1:r of a design (DESIGNS)."""
+        neg = {"uniform": self.negatives, "matched": self.matched}[design]
+        unordered = np.concatenate([self.positive[:, None], neg[:, :r]], axis=1)
         order = self.slots[r]
         return np.take_along_axis(unordered, order, axis=1), np.argmax(order == 0, axis=1)
 
@@ -95,9 +108,73 @@ def never_rated(users: np.ndarray, m: int, rated: np.ndarray, n_items: int, rng:
     return out
 
 
-def choice_pages(split: GroundedSplit, max_pos: int = 20, seed: int = 0, ratios=RATIOS) -> ChoicePages:
+def history_counts(split: GroundedSplit) -> np.ndarray:
+    """Each item's number of history ratings: the popularity pages are matched on and the popularity control
+    (held-out and random-exposure pairs are never counted)."""
+    return np.bincount(np.asarray(split.hist_item, np.int64), minlength=split.n_items)
+
+
+def _is_rated(keys: np.ndarray, rated: np.ndarray) -> np.ndarray:
+    if not len(rated):
+        return np.zeros(keys.shape, bool)
+    return rated[np.minimum(np.searchsorted(rated, keys), len(rated) - 1)] == keys
+
+
+def _walk(users, start, step: int, m: int, order, rated, n_items: int) -> np.ndarray:
+    """(len(users), m) the first m items each user never rated along ``order`` from position ``start[i]`` in
+    direction ``step`` (+1 or -1), -1 past the catalogue's end. Windows double until every row has its m."""
+    out = np.full((len(users), m), -1, np.int64)
+    todo, width = np.arange(len(users)), 2 * m + 8
+    while len(todo):
+        pos = start[todo, None] + step * np.arange(width)[None, :]
+        inside = (pos >= 0) & (pos < n_items)
+        items = order[np.clip(pos, 0, n_items - 1)]
+        ok = inside & ~_is_rated(pair_keys(users[todo, None], items, n_items), rated)
+        done = (ok.sum(1) >= m) | ~inside[:, -1]  # enough, or nothing further on this side
+        ok = ok[done] & (np.cumsum(ok[done], axis=1) <= m)
+        row, col = np.nonzero(ok)
+        out[todo[done][row], np.cumsum(ok, axis=1)[row, col] - 1] = items[done][row, col]
+        todo, width = todo[~done], width * 2
+    return out
+
+
+def matched_never_rated(
+    users: np.ndarray, positives: np.ndarray, m: int, rated: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(len(users), m) distinct items each user never rated, the nearest to the real item in history count, in a
+    random order, and (len(users),) whether a page had to take more from one side than drawn.
+
+    The catalogue is sorted by count (ties in a seeded random order) and the real item re-seated at a random
+    place among the items of its own count (so pages of one item do not all get the same tied neighbours). Then
+    j of the negatives are the nearest never-rated items above that place and m - j the nearest below, j uniform
+    on 0..m: the real item's place in its page's popularity order is uniform, and history counts pick it first
+    on 1 / page size of the pages, at every ratio, since the shown negatives are a random subset. Where a side
+    runs short (the few items more popular than nearly all the catalogue, which a person has mostly rated), the
+    rest come from the other side: those pages lean towards popularity, and they are counted."""
+    n_items = len(counts)
+    order = np.lexsort((rng.random(n_items), counts))
+    sorted_counts = counts[order]
+    lo = np.searchsorted(sorted_counts, counts[positives], "left")
+    hi = np.searchsorted(sorted_counts, counts[positives], "right")
+    place = lo + (rng.random(len(users)) * (hi - lo + 1)).astype(np.int64)  # a gap in [lo, hi]
+    above = _walk(users, place, +1, m, order, rated, n_items)  # the real item itself is rated: skipped
+    below = _walk(users, place - 1, -1, m, order, rated, n_items)
+    n_above, n_below = (above >= 0).sum(1), (below >= 0).sum(1)
+    want = rng.integers(0, m + 1, len(users))
+    a = np.minimum(want, n_above)
+    a = np.where(m - a > n_below, m - n_below, a)  # n_above + n_below >= m: every never-rated item is on a side
+    take = np.concatenate([np.arange(m)[None, :] < a[:, None], np.arange(m)[None, :] < (m - a)[:, None]], axis=1)
+    both = np.concatenate([above, below], axis=1)
+    chosen = both[take].reshape(len(users), m)
+    return np.take_along_axis(chosen, np.argsort(rng.random(chosen.shape), axis=1), axis=1), a != want
+
+
+def choice_pages(
+    split: GroundedSplit, max_pos: int = 20, seed: int = 0, ratios=RATIOS, counts: np.ndarray | None = None
+) -> ChoicePages:
     """The protocol's pages: positives are held-out ratings >= ``split.like_threshold`` (at most ``max_pos`` per
-    person, at random); nothing here reads a chooser."""
+    person, at random); nothing here reads a chooser. ``counts``: what the matched design matches on (default:
+    ``history_counts``; another is for tests only)."""
     rng = np.random.default_rng([seed, 7])
     liked = np.asarray(split.test_rating, np.float64) >= split.like_threshold
     tu, ti = np.asarray(split.test_user, np.int64)[liked], np.asarray(split.test_item, np.int64)[liked]
@@ -114,7 +191,10 @@ def choice_pages(split: GroundedSplit, max_pos: int = 20, seed: int = 0, ratios=
     negatives = never_rated(tu, m, rated, split.n_items, rng)
     slots = {r: np.argsort(rng.random((len(tu), r + 1)), axis=1) for r in ratios}
     people, person = np.unique(tu, return_inverse=True)
-    return ChoicePages(people, person.astype(np.int64), ti, negatives, slots, skipped)
+    counts = history_counts(split) if counts is None else counts
+    # its own generator: the uniform pages stay those of a run before the matched design existed
+    matched, one_sided = matched_never_rated(tu, ti, m, rated, counts, np.random.default_rng([seed, 13]))
+    return ChoicePages(people, person.astype(np.int64), ti, negatives, slots, skipped, matched, one_sided)
 
 
 def score_pages(probs: np.ndarray, real_col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +220,7 @@ def random_model(seed: int) -> ChoiceModel:
 
 def popularity_model(split: GroundedSplit) -> ChoiceModel:
     """The item's count in the split's history (held-out and random-exposure pairs are not counted)."""
-    counts = np.bincount(np.asarray(split.hist_item, np.int64), minlength=split.n_items).astype(np.float64)
+    counts = history_counts(split).astype(np.float64)
     return lambda users, pages: counts[pages]
 
 
@@ -149,12 +229,14 @@ def shuffled_model(model: ChoiceModel, perm: np.ndarray) -> ChoiceModel:
     return lambda users, pages: model(perm[np.asarray(users, np.int64)], pages)
 
 
-def _measure(pages: ChoicePages, model: ChoiceModel, chunk: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per ratio, (top1, rank) per page, the model asked ``chunk`` pages at a time."""
+def _measure(
+    pages: ChoicePages, model: ChoiceModel, chunk: int, design: str
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per ratio, (top1, rank) per page of a design, the model asked ``chunk`` pages at a time."""
     out = {}
     users = pages.users
     for r in pages.slots:
-        shown, col = pages.page(r)
+        shown, col = pages.page(r, design)
         probs = np.empty(shown.shape)
         for a in range(0, len(shown), chunk):
             got = np.asarray(model(users[a : a + chunk], shown[a : a + chunk]), np.float64)
@@ -162,6 +244,55 @@ def _measure(pages: ChoicePages, model: ChoiceModel, chunk: int) -> dict[int, tu
                 raise ValueError(f"a choice model returned shape {got.shape} for pages of shape {shown.shape}")
             probs[a : a + chunk] = got
         out[r] = score_pages(probs, col)
+    return out
+
+
+def _design(pages: ChoicePages, design: str, every: dict, models, boots: int, seed: int, chunk: int) -> dict:
+    """One design's table: each model and control per ratio with intervals, and the paired differences."""
+    n_people = len(pages.people)
+    n_pages = np.bincount(pages.person, minlength=n_people).astype(np.float64)
+    results, boots_of = {}, {}
+    for name, model in every.items():
+        t = time.perf_counter()
+        scores = _measure(pages, model, chunk, design)
+        seconds = time.perf_counter() - t
+        results[name], boots_of[name] = {"seconds": seconds}, {}
+        for r, (first, rank) in scores.items():
+            per = {
+                "top1": np.bincount(pages.person, first, n_people),
+                "mean_rank": np.bincount(pages.person, rank, n_people),
+            }
+            draws = {s: np.empty(boots) for s in STATISTICS}
+            for sl, w, _ in people_draws(n_people, boots, seed + 5):  # every model and design: the same draws
+                den = w @ n_pages
+                for s in STATISTICS:
+                    draws[s][sl] = (w @ per[s]) / den
+            boots_of[name][r] = draws
+            results[name][f"1:{r}"] = {
+                s: {"value": float(per[s].sum() / n_pages.sum()), "ci95": interval(draws[s])} for s in STATISTICS
+            }
+            results[name][f"1:{r}"]["chance"] = {"top1": 1.0 / (r + 1), "mean_rank": (r + 2) / 2.0}
+    paired = []
+    for name in models:
+        for control in (name + SHUFFLED, "popularity", "random"):
+            for r in pages.slots:
+                for s in STATISTICS:
+                    a, b = results[name][f"1:{r}"][s]["value"], results[control][f"1:{r}"][s]["value"]
+                    ci = interval(boots_of[name][r][s] - boots_of[control][r][s])
+                    better = ci[0] is not None and (ci[0] > 0 if s == "top1" else ci[1] < 0)  # a lower rank is better
+                    paired.append({"chooser": name, "control": control, "ratio": f"1:{r}", "statistic": s,
+                                   "difference": a - b, "ci95": ci, "beats": bool(better)})  # fmt: skip
+    return {"choosers": results, "paired": paired}
+
+
+def _count_gaps(pages: ChoicePages, counts: np.ndarray) -> dict:
+    """How far each design's negatives are from the real item in history count (all 1:9 negatives pooled)."""
+    out = {}
+    for design in DESIGNS:
+        shown, col = pages.page(max(pages.slots), design)
+        neg = np.delete(shown, col + shown.shape[1] * np.arange(len(shown))).reshape(len(shown), -1)
+        gap = np.abs(counts[neg] - counts[pages.positive][:, None])
+        out[design] = {"median": float(np.median(gap)), "p90": float(np.quantile(gap, 0.9))}
     return out
 
 
@@ -175,7 +306,8 @@ def run_choice(
     ratios=RATIOS,
 ) -> dict:
     """The choice protocol for ``models`` (each adds its ``<name>_shuffled`` control) and the random and
-    popularity controls, with people-bootstrap intervals and paired differences with the controls."""
+    popularity controls on both designs' pages (``result["designs"]``: uniform and popularity-matched
+    negatives), with people-bootstrap intervals and paired differences with the controls."""
     pages = choice_pages(split, max_pos, seed, ratios)
     n_people = len(pages.people)
     if n_people < 2:
@@ -185,45 +317,26 @@ def run_choice(
     for name, model in models.items():
         every[name] = model
         every[name + SHUFFLED] = shuffled_model(model, perm)
-    n_pages = np.bincount(pages.person, minlength=n_people).astype(np.float64)
-    results, boots_of = {}, {}
-    for name, model in every.items():
-        t = time.perf_counter()
-        scores = _measure(pages, model, chunk)
-        seconds = time.perf_counter() - t
-        results[name], boots_of[name] = {"seconds": seconds}, {}
-        for r, (first, rank) in scores.items():
-            per = {
-                "top1": np.bincount(pages.person, first, n_people),
-                "mean_rank": np.bincount(pages.person, rank, n_people),
-            }
-            draws = {s: np.empty(boots) for s in STATISTICS}
-            for sl, w, _ in people_draws(n_people, boots, seed + 5):  # every model sees the same draws
-                den = w @ n_pages
-                for s in STATISTICS:
-                    draws[s][sl] = (w @ per[s]) / den
-            boots_of[name][r] = draws
-            results[name][f"1:{r}"] = {
-                s: {"value": float(per[s].sum() / n_pages.sum()), "ci95": interval(draws[s])} for s in STATISTICS
-            }
-            results[name][f"1:{r}"]["chance"] = {"top1": 1.0 / (r + 1), "mean_rank": (r + 2) / 2.0}
-    paired = []
-    for name in models:
-        for control in (name + SHUFFLED, "popularity", "random"):
-            for r in ratios:
-                for s in STATISTICS:
-                    a, b = results[name][f"1:{r}"][s]["value"], results[control][f"1:{r}"][s]["value"]
-                    ci = interval(boots_of[name][r][s] - boots_of[control][r][s])
-                    better = ci[0] is not None and (ci[0] > 0 if s == "top1" else ci[1] < 0)  # a lower rank is better
-                    paired.append({"chooser": name, "control": control, "ratio": f"1:{r}", "statistic": s,
-                                   "difference": a - b, "ci95": ci, "beats": bool(better)})  # fmt: skip
+    designs = {d: _design(pages, d, every, models, boots, seed, chunk) for d in DESIGNS}
+    gaps = _count_gaps(pages, history_counts(split))
+    for d in DESIGNS:
+        designs[d]["count_gap"] = gaps[d]
+    designs["matched"]["one_sided_pages"] = int(pages.one_sided.sum())
     protocol = {
         "ratios": [f"1:{r}" for r in ratios],
         "page_sizes": [r + 1 for r in ratios],
         "positive": f"a held-out rating >= the like threshold {split.like_threshold:g}",
         "like_threshold": float(split.like_threshold),
-        "negatives": "items the person never rated (history, held-out or random exposure), uniform over the "
-        "catalogue; the 1:1 and 1:3 pages show the first of the 1:9 page's",
+        "negatives": {
+            "uniform": "items the person never rated (history, held-out or random exposure), uniform over the "
+            "catalogue",
+            "matched": "items the person never rated, the nearest to the real item in history count (the catalogue "
+            "sorted by count, ties in a random order, the real item at a random place among its own count); the "
+            "real item's place in the page's count order drawn uniformly (j nearest above it, 9 - j below, j "
+            "uniform on 0..9); a side that runs short is made up from the other side (one_sided_pages)",
+            "both": "the same positives, people and slot order; the 1:1 and 1:3 pages show the first of the 1:9 "
+            "page's negatives",
+        },
         "ties": "a random draw among the tied items (expected value)",
         "max_pos": max_pos,
         "people": n_people,
@@ -234,4 +347,4 @@ def run_choice(
         "seed": seed,
         "chance": {f"1:{r}": {"top1": 1.0 / (r + 1), "mean_rank": (r + 2) / 2.0} for r in ratios},
     }
-    return {"protocol": protocol, "choosers": results, "paired": paired}
+    return {"protocol": protocol, "designs": designs}

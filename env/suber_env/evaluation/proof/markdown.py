@@ -149,46 +149,63 @@ def _null_check(res: dict) -> list[str]:
 
 
 def choice_markdown(choice: dict) -> list[str]:
-    """The choice protocol's tables (proof/choice.py): each chooser and control per ratio, then the paired
-    differences of every chooser with its controls."""
+    """The choice protocol's tables (proof/choice.py), its two designs side by side: top1 and mean rank of each
+    chooser and control per ratio, then the paired differences of every chooser with its controls."""
+    title = "### Choice (Agent4Rec's 1:1, 1:3, 1:9 asked of a chooser)"
     if "skipped" in choice:
-        return ["### Choice (Agent4Rec's 1:1, 1:3, 1:9 asked of a chooser)", "", f"Skipped: {choice['skipped']}.", ""]
-    p = choice["protocol"]
-    ratios = p["ratios"]
+        return [title, "", f"Skipped: {choice['skipped']}.", ""]
+    p, d = choice["protocol"], choice["designs"]
+    ratios, designs = p["ratios"], list(d)
+    gaps = "; ".join(
+        f"{k} {v['count_gap']['median']:g} (90th percentile {v['count_gap']['p90']:g})" for k, v in d.items()
+    )
     intro = (
         f"Each page: one held-out item the person liked ({p['positive']}) and 1, 3 or 9 items the person never "
         f"rated, in a random order; up to {p['max_pos']} pages per person and ratio. {p['people']} people, "
-        f"{p['pages_per_ratio']} pages per ratio. top1: share of pages whose real item gets the highest pick "
-        "probability (ties: a random draw among them); mean rank: the real item's place (1 = first). Intervals: "
-        f"{p['boots']} bootstrap draws of the people."
+        f"{p['pages_per_ratio']} pages per ratio and design. Designs, on the same positives: uniform (negatives "
+        "drawn uniformly from the catalogue) and matched (the never-rated items nearest to the real item in "
+        "history count, its place in the page's count order uniform: popularity scores chance by design; "
+        f"{d['matched']['one_sided_pages']} pages had to take more negatives from one side). Median distance in "
+        f"history count from a negative to the real item: {gaps}. top1: share of pages whose real item gets the "
+        "highest pick probability (ties: a random draw among them); mean rank: the real item's place (1 = "
+        f"first). Intervals: {p['boots']} bootstrap draws of the people, the same for both designs."
     )
     fits = p.get("choosers") or {}
     if fits:
         intro += " Fit: " + ", ".join(f"{k} {v['seconds']:.1f} s" for k, v in fits.items()) + "."
     if p["people_without_room"]:
         intro += f" Left out: {p['people_without_room']} people with too few never-rated items."
-    head = "| chooser | " + " | ".join(f"top1 {r} [95%]" for r in ratios) + " | "
-    head += " | ".join(f"mean rank {r} [95%]" for r in ratios) + " | seconds |"
-    lines = ["### Choice (Agent4Rec's 1:1, 1:3, 1:9 asked of a chooser)", "", intro, "", head,
-             "|---|" + "---|" * (2 * len(ratios) + 1)]  # fmt: skip
-    chance = [_f(p["chance"][r]["top1"], False, 3) for r in ratios] + [
-        _f(p["chance"][r]["mean_rank"], False, 2) for r in ratios
-    ]
-    lines.append("| chance | " + " | ".join(chance) + " | |")
-    for name, res in choice["choosers"].items():
-        cells = [f"{_f(res[r]['top1']['value'], False, 3)}{_ci3(res[r]['top1']['ci95'])}" for r in ratios]
-        cells += [f"{_f(res[r]['mean_rank']['value'], False, 2)}{_ci3(res[r]['mean_rank']['ci95'], 2)}" for r in ratios]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {res['seconds']:.2f} |")
-    lines += ["", "| chooser | control | ratio | top1 difference [95%] | mean rank difference [95%] | beats it |",
-              "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [title, "", intro, ""]
+    for stat, label, nd in (("top1", "top1", 3), ("mean_rank", "mean rank", 2)):
+        head = "| chooser | " + " | ".join(f"{label} {r} {dn} [95%]" for dn in designs for r in ratios)
+        lines += [head + (" | seconds |" if stat == "top1" else " |"), "|---|" + "---|" * (len(designs) * len(ratios))]
+        if stat == "top1":
+            lines[-1] += "---|"
+        chance = [_f(p["chance"][r][stat], False, nd) for _ in designs for r in ratios]
+        lines.append("| chance | " + " | ".join(chance) + (" | |" if stat == "top1" else " |"))
+        for name in d[designs[0]]["choosers"]:
+            res = {dn: d[dn]["choosers"][name] for dn in designs}
+            cells = [f"{_f(res[dn][r][stat]['value'], False, nd)}{_ci3(res[dn][r][stat]['ci95'], nd)}"
+                     for dn in designs for r in ratios]  # fmt: skip
+            tail = f" | {sum(res[dn]['seconds'] for dn in designs):.2f} |" if stat == "top1" else " |"
+            lines.append(f"| {name} | " + " | ".join(cells) + tail)
+        lines.append("")
+    head = "| chooser | control | ratio | " + " | ".join(
+        f"{dn} top1 difference [95%] | {dn} mean rank difference [95%] | beats it ({dn})" for dn in designs
+    )
+    lines += [head + " |", "|---|---|---|" + "---|---|---|" * len(designs)]
     rows: dict = {}
-    for r in choice["paired"]:
-        rows.setdefault((r["chooser"], r["control"], r["ratio"]), {})[r["statistic"]] = r
-    for (name, control, ratio), st in rows.items():
-        t, m = st["top1"], st["mean_rank"]
-        verdict = "yes" if t["beats"] and m["beats"] else ("no" if not (t["beats"] or m["beats"]) else "on one")
-        lines.append(f"| {name} | {control} | {ratio} | {_f(t['difference'], True, 3)}{_ci3(t['ci95'])} | "
-                     f"{_f(m['difference'])}{_ci3(m['ci95'], 2)} | {verdict} |")  # fmt: skip
+    for dn in designs:
+        for r in d[dn]["paired"]:
+            rows.setdefault((r["chooser"], r["control"], r["ratio"]), {}).setdefault(dn, {})[r["statistic"]] = r
+    for (name, control, ratio), by in rows.items():
+        cells = []
+        for dn in designs:
+            t, m = by[dn]["top1"], by[dn]["mean_rank"]
+            verdict = "yes" if t["beats"] and m["beats"] else ("no" if not (t["beats"] or m["beats"]) else "on one")
+            cells.append(f"{_f(t['difference'], True, 3)}{_ci3(t['ci95'])} | {_f(m['difference'])}"
+                         f"{_ci3(m['ci95'], 2)} | {verdict}")  # fmt: skip
+        lines.append(f"| {name} | {control} | {ratio} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
