@@ -45,16 +45,20 @@ demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 # The whole suite on every core (pytest-xdist: the Ray and llama.cpp tests share one worker, the benchmarks' smoke
 # runs another; see their xdist_group marks), the 30 slowest listed at the end. Each test's time goes into
 # tests/durations.json, which `make check` selects by.
+# One BLAS/OpenMP/torch thread per worker: as many workers as cores already fill the machine, and threads that
+# outnumber the cores spin against each other (an eigh of 384 x 384 took 0.7-3 s with two threads on the loaded
+# 2-core VM, 0.1 s with one). Subprocesses the tests start inherit it.
 PYTEST_PARALLEL := -n auto --dist loadgroup
+PYTEST_ENV := HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 test: venv
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_PARALLEL) --durations=30 --record-durations
+	$(PYTEST_ENV) $(BIN)/python -m pytest $(PYTEST_PARALLEL) --durations=30 --record-durations
 
 # The inner loop (under 3 minutes): ruff, then the tests that took under 3 s each in the last full run, fixtures
 # included (conftest.py); CI keeps running everything.
 check: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_PARALLEL) --quick -q
+	$(PYTEST_ENV) $(BIN)/python -m pytest $(PYTEST_PARALLEL) --quick -q
 
 # The datasets the env's tests run on (env/tests/data/), written anew by the real builder; the main suite fails
 # when they are stale (tests/test_env_fixtures.py).
