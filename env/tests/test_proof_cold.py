@@ -15,23 +15,35 @@ from suber_env.evaluation.proof.data import History
 from suber_env.evaluation.proof.synthetic import planted_split
 
 K = 3
-COLD_PEOPLE = np.arange(0, 50, 2)  # 25 people kept to their first 3 history ratings
-COLD_ITEMS = np.arange(5, 80, 5)  # 15 items kept to 3 history ratings, the rest of theirs held out
+# 25 people kept to 3 history ratings, one to exactly 5 (cold) and one to 6 (not cold)
+PEOPLE = {**{p: 3 for p in range(0, 50, 2)}, 51: 5, 53: 6}
+COLD_PEOPLE = np.array([*range(0, 50, 2), 51])
+# 15 items kept to 3 history ratings, one to exactly 5 and one to 6; the rest of theirs held out
+ITEMS = {**{i: 3 for i in range(5, 80, 5)}, 2: 5, 3: 6}
+COLD_ITEMS = np.array([2, *range(5, 80, 5)])
 
 
-def _plant(split, people=COLD_PEOPLE, items=COLD_ITEMS):
-    """People ``people`` keep their 3 earliest history ratings (the rest is dropped); items ``items`` keep 3
-    history ratings and the rest of theirs move to the held-out part (so people have cold truth to choose among)."""
+def _limit(keys: np.ndarray, rank: np.ndarray, limits: dict) -> np.ndarray:
+    """True where a row's position within its key reaches the key's limit (those rows go)."""
+    cap = np.full(int(keys.max()) + 1, np.iinfo(np.int64).max)
+    cap[list(limits)] = list(limits.values())
+    return rank >= cap[keys]
+
+
+def _plant(split, people=PEOPLE, items=ITEMS):
+    """Each person of ``people`` keeps that many of their earliest history ratings (the rest is dropped); each
+    item of ``items`` keeps that many history ratings and the rest of its move to the held-out part (so people
+    have cold truth to choose among, and a warm item has held-out ratings too)."""
     u, i, r, t = split.hist_user, split.hist_item, split.hist_rating, split.hist_time
     order = np.lexsort((t, u))
     rank = np.empty(len(u), np.int64)
     rank[order] = np.arange(len(u)) - np.searchsorted(u[order], u[order], side="left")
-    keep = ~(np.isin(u, people) & (rank >= 3))
+    keep = ~_limit(u, rank, people)
     u, i, r, t = u[keep], i[keep], r[keep], t[keep]
     order = np.lexsort((u, i))
     irank = np.empty(len(i), np.int64)
     irank[order] = np.arange(len(i)) - np.searchsorted(i[order], i[order], side="left")
-    move = np.isin(i, items) & (irank >= 3)
+    move = _limit(i, irank, items)
     return dataclasses.replace(
         split, hist_user=u[~move], hist_item=i[~move], hist_rating=r[~move], hist_time=t[~move],
         test_user=np.r_[split.test_user, u[move]], test_item=np.r_[split.test_item, i[move]],
@@ -61,6 +73,8 @@ def result(split, context):
 def test_planted_counts(split, context):
     counts = np.bincount(split.hist_item, minlength=split.n_items)
     assert counts[np.setdiff1d(np.arange(split.n_items), COLD_ITEMS)].min() > 5  # only the planted items are cold
+    per_user = np.bincount(split.hist_user, minlength=split.n_users)
+    assert (counts[2], counts[3], per_user[51], per_user[53]) == (5, 6, 5, 6)  # the edges: 5 is cold, 6 is not
     np.testing.assert_array_equal(np.flatnonzero(context.cold["cold_items"]), COLD_ITEMS)
     np.testing.assert_array_equal(np.flatnonzero(context.cold["cold_people"]), COLD_PEOPLE)
     people = context.slices["cold_people"]["A"]
@@ -74,7 +88,7 @@ def test_planted_counts(split, context):
     np.testing.assert_array_equal(items.users, np.flatnonzero(per_person > K))
     np.testing.assert_array_equal(items.n_candidates, per_person[per_person > K])
     sizes = context.slice_sizes
-    assert sizes["cold_people"]["A"]["people"] == 25 and sizes["cold_people"]["A"]["too_small"] is False
+    assert sizes["cold_people"]["A"]["people"] == 26 and sizes["cold_people"]["A"]["too_small"] is False
     assert sizes["cold_items"]["A"]["pairs"] == int(per_person[per_person > K].sum())
     assert sizes["cold_items"]["A"]["people"] >= 20
 
@@ -114,7 +128,7 @@ def test_held_out_ratings_do_not_move_items(split, context):
 
 
 def test_a_small_slice_is_reported_as_too_small():
-    split = _plant(planted_split(seed=3, n_test=10, density=0.9), people=np.arange(6), items=np.arange(0))
+    split = _plant(planted_split(seed=3, n_test=10, density=0.9), people={p: 3 for p in range(6)}, items={})
     ctx = _context(split)
     res = run_proof(split, {"truth": truth_simulator(split)}, context=ctx)
     sz = res["protocol"]["cold_slices"]["sizes"]
@@ -133,7 +147,7 @@ def test_a_small_slice_is_reported_as_too_small():
 
 def test_markdown_shows_the_slices(result):
     md = markdown(result)
-    assert "### Cold slices" in md and "at most 5 history ratings (25 in the history)" in md
+    assert "### Cold slices" in md and "at most 5 history ratings (26 in the history)" in md
     sizes = result["protocol"]["cold_slices"]["sizes"]
     for sl, label in (("cold_people", "cold people"), ("cold_items", "cold items")):
         sz = sizes[sl]["A"]
