@@ -47,6 +47,7 @@ class Picks:
     names: list[str]
     like_threshold: float
     dropped: int = 0
+    n_candidates: np.ndarray | None = None  # per person: the truth items the recommenders chose among
 
     def real_scores(self, item_w: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Per metric, (..., n_users, n_recommenders) real scores (picks weighted by ``item_w`` if given)."""
@@ -93,29 +94,50 @@ def _candidates(history: History, users: np.ndarray, items: np.ndarray, ratings:
     cand = np.full((history.n_users, width), -1, np.int64)
     real = np.full((history.n_users, width), np.nan)
     cand[u, pos], real[u, pos] = i, r
-    return keep_users, cand[keep_users], real[keep_users], dropped
+    return keep_users, cand[keep_users], real[keep_users], dropped, n[keep_users]
 
 
 def collect_picks(history: History, panel: Panel, split: GroundedSplit, k: int, seed: int) -> dict[str, Picks]:
     """Fit each recommender on history (one at a time) and record its top k for every protocol the split has."""
+    return collect_all_picks(history, panel, split, k, seed)[0]
+
+
+def collect_all_picks(
+    history: History, panel: Panel, split: GroundedSplit, k: int, seed: int, item_slices: dict | None = None
+) -> tuple[dict[str, Picks], dict[str, dict[str, Picks]]]:
+    """``collect_picks`` and, in the same pass over the panel (each recommender fitted once), the picks of each
+    item slice: ``item_slices[name]`` is a boolean mask over items, and the slice's candidates are the protocol's
+    truth items inside it. Returns (picks per protocol, {slice: picks per protocol})."""
     protocols = [p for p in PROTOCOLS if p == "A" or split.has_random_exposure]
     cands = {p: _candidates(history, *split.truth(p), k, exclude_history=p == "R") for p in protocols}
-    rng = np.random.default_rng(seed)
-    picked: dict[str, list] = {p: [] for p in protocols}
+    for name, mask in (item_slices or {}).items():
+        for p in protocols:
+            u, i, r = split.truth(p)
+            inside = np.asarray(mask, bool)[np.asarray(i, np.int64)]
+            cands[(name, p)] = _candidates(history, u[inside], i[inside], r[inside], k, exclude_history=p == "R")
+    rngs = {"main": np.random.default_rng(seed), "slice": np.random.default_rng([seed, 1])}
+    picked: dict = {key: [] for key in cands}
     for r, scores in panel.scores(history):
         if not np.all(np.isfinite(scores)):
             raise ValueError(f"{r.name}: scores must be finite")
         eps = 1e-9 * (1.0 + max(float(scores.max()), -float(scores.min())))
-        for p, (users, cand, _, _) in cands.items():
+        for key, (users, cand, *_) in cands.items():
             s = np.where(cand >= 0, scores[users[:, None], np.maximum(cand, 0)], -np.inf)
-            picked[p].append(top_k(s, k, rng, eps))  # positions within the candidate rows
-    out = {}
-    for p, (users, cand, real, dropped) in cands.items():
-        pos = np.stack(picked[p]) if picked[p] else np.zeros((0, len(users), k), np.int64)
+            rng = rngs["main" if isinstance(key, str) else "slice"]  # slices draw apart: main picks stay as they were
+            picked[key].append(top_k(s, k, rng, eps))  # positions within the candidate rows
+    out: dict = {}
+    slices: dict = {name: {} for name in item_slices or {}}
+    for key, (users, cand, real, dropped, n_cand) in cands.items():
+        p = key if isinstance(key, str) else key[1]
+        pos = np.stack(picked[key]) if picked[key] else np.zeros((0, len(users), k), np.int64)
         rows = np.arange(len(users))[None, :, None]
         items, values = cand[rows, pos], real[rows, pos]
-        out[p] = Picks(p, users, items, values, panel.names, split.like_threshold, dropped)
-    return out
+        pk = Picks(p, users, items, values, panel.names, split.like_threshold, dropped, n_cand)
+        if isinstance(key, str):
+            out[p] = pk
+        else:
+            slices[key[0]][p] = pk
+    return out, slices
 
 
 def sim_pick_values(picks: Picks, expected_of) -> np.ndarray:

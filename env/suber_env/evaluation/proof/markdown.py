@@ -129,6 +129,50 @@ def _anchors(res: dict) -> list[str]:
     return lines
 
 
+SLICE_NAMES = {"cold_people": "cold people", "cold_items": "cold items"}
+
+
+def _slices(res: dict) -> list[str]:
+    """The agreement on each cold slice, its size, and its paired differences; a slice under the minimum says
+    so in place of a figure."""
+    cs = res["protocol"].get("cold_slices")
+    if not cs:
+        return []
+    m, fair = res["protocol"]["primary_metric"], res["protocol"]["headline_subset"]
+    counts = cs["in_history"]
+    lines = [
+        "### Cold slices",
+        f"Cold people: at most {cs['at_most']} history ratings ({counts['cold_people']} in the history), scored on "
+        f"the protocol's own picks. Cold items: at most {cs['at_most']} history ratings ({counts['cold_items']} in "
+        "the history); each recommender's top k among the person's truth items that are cold. Counted in the "
+        f"history only. A slice with fewer than {cs['minimum_people']} people is reported as too small. Pairs: the "
+        f"truth ratings the recommenders chose among; comparisons: (person, recommender pair) the {fair} "
+        "panel's pairwise agreement counts.",
+        "",
+        f"| slice | protocol | people | pairs | comparisons | simulator | tau ({fair}) | pairwise ({fair}) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for sl, by_p in cs["sizes"].items():
+        for p, sz in by_p.items():
+            head = f"| {SLICE_NAMES.get(sl, sl)} | {p} | {sz['people']} | {sz['pairs']} | {sz['comparisons']} |"
+            if sz["too_small"]:
+                lines.append(f"{head} all | too small ({sz['people']} people, minimum {sz['minimum_people']}) | |")
+                continue
+            for name, r in res["simulators"].items():
+                st = _get(r, "slices", sl, p, "stats", m, fair)
+                lines.append(f"{head} {name} | {_stat(_get(st, 'kendall_tau'))} | {_stat(_get(st, 'pairwise'))} |")
+    rows = [r for r in res.get("paired_slices", []) if r["subset"] == fair]
+    if rows:
+        lines += ["", "| slice | simulator | control | protocol | statistic | difference [95%] | beats the control |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in rows:
+            verdict = "yes" if r["beats"] else "no (interval reaches 0)"
+            diff = f"{_f(r['difference'])}{_ci(r['ci95'])}"
+            lines.append(f"| {SLICE_NAMES.get(r['slice'], r['slice'])} | {r['simulator']} | {r['control']} | "
+                         f"{r['protocol']} | {r['statistic']} | {diff} | {verdict} |")  # fmt: skip
+    return lines + [""]
+
+
 def _null_check(res: dict) -> list[str]:
     nc = res.get("null_check")
     if not nc:
@@ -238,6 +282,7 @@ def markdown(result: dict) -> str:
     paired = _paired(result)
     if paired:
         parts += ["### Paired differences (the same bootstrap draws for both)", "", *paired, ""]
+    parts += _slices(result)
     parts += _null_check(result)
     parts += ["### Panel", *_panel(result), "", "### Anchors", *_anchors(result)]
     if "choice" in result:

@@ -11,7 +11,7 @@ from .agreement import (
     METRICS,
     PRIMARY,
     Resampler,
-    collect_picks,
+    collect_all_picks,
     interval,
     item_effect_null,
     panel_subsets,
@@ -23,6 +23,7 @@ from .agreement import (
 from .anchors import baselines, discrimination, discrimination_sets, distribution, rating_error
 from .cache import RatingCache
 from .calibration import calibration_cut, calibration_report, fit_calibration
+from .cold import AT_MOST, MIN_PEOPLE, cold_items, cold_people, people_slice, size
 from .controls import random_simulator
 from .data import GroundedSplit, History, Simulator, check_split, sample_rating
 from .panel import Panel, default_panel
@@ -48,10 +49,13 @@ def jsonable(x):
 
 class ProofContext:
     """What every simulator is measured against, built once per run: the panel's picks per protocol, the
-    bootstrap draws, the item-effect null, the discrimination sets and the calibration cut."""
+    bootstrap draws, the item-effect null, the discrimination sets, the calibration cut, and the cold slices
+    (cold.py: people and items with at most ``cold_at_most`` history ratings) with their own picks, draws and
+    null where they hold at least ``cold_min_people`` people."""
 
     def __init__(self, split: GroundedSplit, panel: Panel | None, k: int, seed: int, boots: int, perms: int,
-                 max_pos: int, calib_per_user: int):  # fmt: skip
+                 max_pos: int, calib_per_user: int, cold_at_most: int = AT_MOST,
+                 cold_min_people: int = MIN_PEOPLE):  # fmt: skip
         check_split(split)
         self.split, self.k, self.seed, self.perms = split, k, seed, perms
         self.history = History.from_split(split)
@@ -60,7 +64,8 @@ class ProofContext:
         self.panel = panel if panel is not None else default_panel(self.history, seed)
         self.panel.check(self.history, split.evaluation_pairs(outside_history=True))
         t = time.perf_counter()
-        picks = collect_picks(self.history, self.panel, split, k, seed)
+        items_cold = cold_items(self.history, cold_at_most)  # history only: held-out ratings move nothing
+        picks, item_slices = collect_all_picks(self.history, self.panel, split, k, seed, {"cold_items": items_cold})
         self.panel_seconds = time.perf_counter() - t
         self.skipped = {p: f"{len(pk.users)} users" for p, pk in picks.items() if len(pk.users) < 2}
         self.picks = {p: pk for p, pk in picks.items() if p not in self.skipped}
@@ -70,12 +75,29 @@ class ProofContext:
         self.nulls = {p: item_effect_null(pk, split.n_items, sv, self.subsets, perms, seed + 2)
                       for p, pk in self.picks.items()}  # fmt: skip
         self.sets = discrimination_sets(self.history, split.test_user, split.test_item, max_pos, seed)
+        people_cold = cold_people(self.history, cold_at_most)
+        self.cold_at_most, self.cold_min_people = cold_at_most, cold_min_people
+        self.cold = {"cold_people": people_cold, "cold_items": items_cold}
+        self.cold_counts = {sl: int(mask.sum()) for sl, mask in self.cold.items()}
+        self.slices = {
+            "cold_people": {p: people_slice(pk, people_cold) for p, pk in self.picks.items()},
+            "cold_items": {p: pk for p, pk in item_slices["cold_items"].items() if p in self.picks},
+        }
+        head = self.subsets.get("fair", self.subsets.get("all"))
+        self.slice_sizes = {sl: {p: size(pk, head, cold_min_people) for p, pk in by_p.items()}
+                            for sl, by_p in self.slices.items()}  # fmt: skip
+        # the same machinery as the full table (bootstrap, item-effect null), on each slice large enough
+        self.slice_tools = {
+            (sl, p): (Resampler(pk, split.n_items, boots, seed + 1),
+                      item_effect_null(pk, split.n_items, sv, self.subsets, perms, seed + 2))
+            for sl, by_p in self.slices.items() for p, pk in by_p.items() if not self.slice_sizes[sl][p]["too_small"]
+        }  # fmt: skip
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every distinct (user, item) pair a simulator is asked about in this run (picks, held-out and random
         pairs, discrimination sets, the calibration cut): what a rating store plans before anything is rated."""
         us, its = [self.sets["user"]], [self.sets["item"]]
-        for pk in self.picks.values():
+        for pk in [*self.picks.values(), *(pk for by_p in self.slices.values() for pk in by_p.values())]:
             us.append(np.broadcast_to(pk.users[None, :, None], pk.items.shape).ravel())
             its.append(pk.items.ravel())
         u, i = self.split.evaluation_pairs()
@@ -87,15 +109,19 @@ class ProofContext:
 
 def _agreement(ctx: ProofContext, protocol: str, values: np.ndarray) -> tuple[dict, dict]:
     """One simulator's statistics on one protocol, and its bootstrap draws (kept for paired differences)."""
-    pk = ctx.picks[protocol]
+    return _agreement_on(ctx.picks[protocol], ctx.resamplers[protocol], ctx.nulls[protocol], ctx.subsets, values)
+
+
+def _agreement_on(pk, resampler: Resampler, nulls: dict, subsets: dict, values: np.ndarray) -> tuple[dict, dict]:
+    """``_agreement`` on any picks (a protocol, or a slice of it) with their bootstrap and null."""
     sim, real = pick_means(values), pk.real_scores()
-    boot = ctx.resamplers[protocol].distribution(values, ctx.subsets)
+    boot = resampler.distribution(values, subsets)
     stats: dict = {}
     for m in METRICS:
         stats[m] = {}
-        for s, idx in ctx.subsets.items():
+        for s, idx in subsets.items():
             tau, pair = statistics(sim[:, idx], real[m][:, idx])
-            null, b = ctx.nulls[protocol][(m, s)], boot[(m, s)]
+            null, b = nulls[(m, s)], boot[(m, s)]
             stats[m][s] = {
                 "kendall_tau": summary(tau, b["tau"], null["tau"]),
                 "pairwise": summary(pair, b["pairwise"], null["pairwise"]),
@@ -110,7 +136,8 @@ def _level(split: GroundedSplit, protocol: str, expected_of) -> dict:
 
 
 def _measure(ctx: ProofContext, sim: Simulator) -> tuple[dict, dict]:
-    """Every measurement for one simulator, each (user, item) pair rated once through a cache."""
+    """Every measurement for one simulator, each (user, item) pair rated once through a cache. The cold slices'
+    bootstrap draws ride in the returned draws under ``("slice", name)``, apart from the protocols'."""
     split, sv = ctx.split, np.asarray(ctx.split.scale_values, np.float64)
     cache = RatingCache(sim, split.n_items, len(sv))
 
@@ -122,6 +149,15 @@ def _measure(ctx: ProofContext, sim: Simulator) -> tuple[dict, dict]:
     for p, pk in ctx.picks.items():
         out["agreement"][p], boots[p] = _agreement(ctx, p, sim_pick_values(pk, expected_of))
         out["level"][p] = _level(split, p, expected_of)
+    out["slices"] = {sl: {} for sl in ctx.slices}
+    for sl, by_p in ctx.slices.items():
+        boots[("slice", sl)] = {}
+        for p, pk in by_p.items():
+            if (sl, p) not in ctx.slice_tools:
+                out["slices"][sl][p] = {"too_small": True, **ctx.slice_sizes[sl][p]}
+                continue
+            res, draws = _agreement_on(pk, *ctx.slice_tools[(sl, p)], ctx.subsets, sim_pick_values(pk, expected_of))
+            out["slices"][sl][p], boots[("slice", sl)][p] = {**res, **ctx.slice_sizes[sl][p]}, draws
     rng = np.random.default_rng(ctx.seed + 4)
     real = np.asarray(split.test_rating, np.float64)
     d = cache.dist(split.test_user, split.test_item)
@@ -156,7 +192,7 @@ def paired(boots: dict, results: dict, comparisons: list[tuple[str, str]], subse
     draws; ``beats`` only where the interval lies above 0."""
     rows = []
     for a, b in comparisons:
-        for p in boots[a]:
+        for p in (p for p in boots[a] if isinstance(p, str)):  # protocols (slices are keyed apart)
             for s in subsets:
                 for stat in ("kendall_tau", "pairwise"):
                     key = "tau" if stat == "kendall_tau" else "pairwise"
@@ -230,6 +266,18 @@ def run_proof(
     }
     bl = baselines(ctx.fit_history, split.test_user, split.test_item, split.test_rating)
     comparisons = default_comparisons(list(sims))
+    proto["cold_slices"] = {
+        "at_most": ctx.cold_at_most,
+        "minimum_people": ctx.cold_min_people,
+        "counted_in": "history",
+        "in_history": ctx.cold_counts,
+        "sizes": ctx.slice_sizes,
+    }
+    slice_paired = []
+    for sl in ctx.slices:  # the slices' paired differences, from the slices' own shared draws
+        b = {n: all_boots[n][("slice", sl)] for n in sims}
+        r = {n: {"agreement": {p: v for p, v in results[n]["slices"][sl].items() if p in b[n]}} for n in sims}
+        slice_paired += [{"slice": sl, **row} for row in paired(b, r, comparisons, ctx.subsets)]
     return jsonable(
         {
             "protocol": proto,
@@ -238,5 +286,6 @@ def run_proof(
             "baselines": bl,
             "simulators": results,
             "paired": paired(all_boots, results, comparisons, ctx.subsets),
+            "paired_slices": slice_paired,
         }
     )
