@@ -65,16 +65,22 @@ check: venv
 env-fixtures: venv
 	HF_HUB_OFFLINE=1 $(BIN)/python env/tests/builder_fixtures.py
 
+# An overlay venv ($(1)): its own site-packages first (the library and the versions it pins), then this checkout's
+# code, then .venv's site-packages added with site.addsitedir, which also processes the .pth files there (the
+# editable installs'; a plain path line would add the folder and skip them). torch and the rest are reused.
+define overlay_venv
+	test -x $(1)/bin/python || $(BIN)/python -m venv $(1)
+	{ echo "$(CURDIR)"; echo "$(CURDIR)/env"; \
+	  echo "import site; site.addsitedir('$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')')"; } \
+		> "$$($(1)/bin/python -c 'import site; print(site.getsitepackages()[0])')/zz-suber-data.pth"
+endef
+
 # The export tests load each export with LensKit and RecBole, which cannot live in .venv (LensKit needs
-# pandas < 3, RecBole 1.2.1 numpy < 2). Each gets an overlay venv: its own site-packages (the library and
-# the pandas/numpy it needs) first, then .venv's through a .pth file (torch and the rest, reused).
+# pandas < 3, RecBole 1.2.1 numpy < 2): each gets an overlay venv.
 INTEROP := .venv-interop
 interop: venv
-	set -e; for lib in lenskit recbole; do \
-		test -x $(INTEROP)/$$lib/bin/python || $(BIN)/python -m venv $(INTEROP)/$$lib; \
-		$(BIN)/python -c "import site; print(site.getsitepackages()[0])" > \
-			"$$($(INTEROP)/$$lib/bin/python -c 'import site; print(site.getsitepackages()[0])')/zz-suber-data.pth"; \
-	done
+	$(call overlay_venv,$(INTEROP)/lenskit)
+	$(call overlay_venv,$(INTEROP)/recbole)
 	$(INTEROP)/lenskit/bin/python -m pip install -q lenskit
 	$(INTEROP)/recbole/bin/python -m pip install -q --no-deps recbole==1.2.1 colorlog==4.7.2 colorama==0.4.4 \
 		texttable thop "numpy<2" "pandas<2.3"
@@ -82,16 +88,11 @@ interop: venv
 		HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests/export
 
 # RLlib (`suber-env train --engine rllib`): ray[rllib] 2.60 pins gymnasium==1.2.2 while .venv has 1.4.0, so it
-# gets an overlay venv as the export libraries do: gymnasium 1.2.2 and RLlib's few extra modules in its own
-# site-packages, everything else (ray, torch) reused from .venv. docs/training.md says why. The overlay's .pth
-# puts this checkout's code first, then adds .venv's site-packages with site.addsitedir, which also processes the
-# .pth files there (a plain path line would add the folder and skip them); and it gets its own `suber-env` script.
+# gets an overlay venv as the export libraries do (gymnasium 1.2.2 and RLlib's few extra modules in its own
+# site-packages; docs/training.md says why), and its own `suber-env` script.
 RLLIB := .venv-rllib
 rllib: venv
-	test -x $(RLLIB)/bin/python || $(BIN)/python -m venv $(RLLIB)
-	{ echo "$(CURDIR)"; echo "$(CURDIR)/env"; \
-	  echo "import site; site.addsitedir('$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')')"; } \
-		> "$$($(RLLIB)/bin/python -c 'import site; print(site.getsitepackages()[0])')/zz-suber-data.pth"
+	$(call overlay_venv,$(RLLIB))
 	printf '#!%s\nimport sys\nfrom suber_env.cli import main\nsys.exit(main())\n' "$(CURDIR)/$(RLLIB)/bin/python" \
 		> $(RLLIB)/bin/suber-env && chmod +x $(RLLIB)/bin/suber-env
 	$(RLLIB)/bin/python -m pip install -q --no-deps gymnasium==1.2.2 dm-tree tensorboardX ormsgpack
