@@ -20,7 +20,7 @@ from suber_data.descriptions.base import Backend, BackendInfo, Output
 from suber_data.descriptions.profile import written
 from suber_data.descriptions.program import FIXED_GROUNDED, Decoding, Request, is_real, user_values
 from suber_data.descriptions.settings import DEFAULTS, DescriptionSettings
-from suber_data.descriptions.slots import sentence_case
+from suber_data.descriptions.slots import section_lines, sentence_case
 from suber_data.descriptions.templates import TEMPLATE_DIR, fill
 from suber_data.errors import SuberDataError
 from suber_data.resources import asset_path
@@ -151,16 +151,7 @@ class TemplateBackend:
 
 
 def _read_sections(path: Path, needs: str = "plain") -> dict[str, str]:
-    sections: dict[str, str] = {}
-    current = None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        if line.startswith("[") and line.rstrip().endswith("]"):
-            current = line.strip()[1:-1]
-            sections[current] = ""
-        elif current:
-            sections[current] = (sections[current] + " " + line.strip()).strip()
+    sections = {name: " ".join(lines) for name, lines in section_lines(path).items()}
     if needs not in sections:
         raise SuberDataError(f"{path}: needs a [{needs}] section; restore the file or reinstall suber-data")
     return sections

@@ -15,7 +15,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 
-from suber_data.descriptions.slots import FREE, _pronouns, fill_frame
+from suber_data.descriptions.slots import FREE, _pronouns, fill_frame, section_lines
 from suber_data.errors import InputError
 from suber_data.resources import asset_path
 
@@ -42,16 +42,7 @@ _DOMAIN_WORDS = {"movies": "films", "books": "books", "items": "items"}
 @functools.cache
 def _sections() -> dict[str, list[str]]:
     path = asset_path(PROFILE_FILE)
-    out: dict[str, list[str]] = {}
-    current = None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        if line.startswith("[") and line.rstrip().endswith("]"):
-            current = line.strip()[1:-1]
-            out[current] = []
-        elif current:
-            out[current].append(line.strip())
+    out = section_lines(path)
     for name in ("traits", "habits", "films", "books", "items"):
         if not out.get(name):
             raise InputError(f"{path}: needs a [{name}] section; restore the file or reinstall suber-data")

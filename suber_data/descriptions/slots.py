@@ -18,6 +18,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 FREE = "{{free}}"
 _FIELD = re.compile(r"\{([a-z_A-Z]+)\}")
@@ -161,3 +162,18 @@ def fill_frame(frame: str, values: Mapping[str, str]) -> tuple[Slot, ...]:
             out.append(text)
         out.append(Gap(last=i == len(pieces) - 2))
     return tuple(out)
+
+
+def section_lines(path) -> dict[str, list[str]]:
+    """The ``[name]`` sections of a prompt text file, each as its stripped lines (comments and blank lines out)."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if line.startswith("[") and line.rstrip().endswith("]"):
+            current = line.strip()[1:-1]
+            sections[current] = []
+        elif current:
+            sections[current].append(line.strip())
+    return sections
