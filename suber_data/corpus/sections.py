@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from suber_data.corpus.layouts import ID, LAYOUT_KEYS, LAYOUTS, MATRIX_COLUMNS, Layout
-from suber_data.corpus.toml_tables import FILE_KEYS, RATING_KEYS, FileSpec, _columns, _fail, _file, _Reader
+from suber_data.corpus.toml_tables import FileSpec, OnehotTable, RatingsTable, UsersTable, _columns, _fail, _file
 
 USER_COLUMN_KEYS = ("id", "sex", "age", "age_group", "occupation")
-USER_KEYS = FILE_KEYS | LAYOUT_KEYS | {*USER_COLUMN_KEYS, "sex_values", "facts"}
 SEXES = ("M", "F")
 
 
@@ -34,34 +33,35 @@ class UsersFile:
     sex_values: dict[str, str] = field(default_factory=dict)  # the file's value -> M or F (others: unknown)
 
 
-def with_layout(path: Path, r: _Reader, file: FileSpec) -> FileSpec:
-    """``file`` with its layout: ``missing`` for a matrix, the ``names`` map and ``fields`` renames for a one-hot
-    matrix; a layout key on a file of another format is refused."""
-    given = sorted(k for k in LAYOUT_KEYS if k in r.table)
+def with_layout(path: Path, t: OnehotTable, where: str, file: FileSpec) -> FileSpec:
+    """``file`` (of table ``t`` at key ``where``) with its layout: ``missing`` for a matrix, the ``names`` map and
+    ``fields`` renames for a one-hot matrix; a layout key on a file of another format is refused."""
+    given = sorted(LAYOUT_KEYS & t.model_fields_set)
     if file.format not in LAYOUTS:
         if given:
-            raise _fail(path, r.key(given[0]), f"applies to format matrix or onehot, not {file.format}", "remove it")
+            raise _fail(
+                path, f"{where}.{given[0]}", f"applies to format matrix or onehot, not {file.format}", "remove it"
+            )
         return file
     if file.compression == "gzip":
-        raise _fail(path, r.key("compression"), f"gzip is not read for format {file.format}", "unzip it or use zip")
+        raise _fail(path, f"{where}.compression", f"gzip is not read for format {file.format}", "unzip it or use zip")
     if file.format == "matrix":
         extra = [k for k in given if k != "missing"]
         if extra:
-            raise _fail(path, r.key(extra[0]), "applies to format onehot only", "remove it")
-        return replace(file, layout=Layout("matrix", missing=float(r.get("missing", (int, float), 0))))
+            raise _fail(path, f"{where}.{extra[0]}", "applies to format onehot only", "remove it")
+        return replace(file, layout=Layout("matrix", missing=getattr(t, "missing", 0.0)))  # items have no missing key
     if "missing" in given:
-        raise _fail(path, r.key("missing"), "applies to format matrix only", "remove it")
-    table = r.get("names", dict, required=True)
-    names_reader = _Reader(path, table, r.key("names"), FILE_KEYS - {"format"})
+        raise _fail(path, f"{where}.missing", "applies to format matrix only", "remove it")
+    if t.names is None:
+        raise _fail(path, f"{where}.names", "missing", f"add {where}.names = ... to the file")
     # The map is read line by line; "csv" only satisfies the file reader's format check.
-    names = _file(path, _Reader(path, {**names_reader.table, "format": "csv"}, r.key("names"), FILE_KEYS))
+    names = _file(path, t.names, f"{where}.names", fmt="csv")
     renames = {}
     for key, example in (("fields", 'jackettype = "jacket type"'), ("values", '"jackettype:other" = "other type"')):
-        renames[key] = r.get(key, dict, {})
-        if not all(isinstance(v, str) and v.strip() for v in renames[key].values()):
-            raise _fail(path, r.key(key), "maps a name to a non-string", f"write e.g. {example}")
-    fields, values = ({k: v.strip() for k, v in renames[key].items()} for key in ("fields", "values"))
-    return replace(file, layout=Layout("onehot", names=names, fields=fields, values=values))
+        renames[key] = {k: v.strip() for k, v in getattr(t, key).items()}
+        if not all(renames[key].values()):
+            raise _fail(path, f"{where}.{key}", "maps a name to an empty string", f"write e.g. {example}")
+    return replace(file, layout=Layout("onehot", names=names, fields=renames["fields"], values=renames["values"]))
 
 
 def required_columns(file: FileSpec, required: tuple[str, ...]) -> tuple[str, ...]:
@@ -78,31 +78,26 @@ def layout_columns(file: FileSpec, columns: dict[str, Any]) -> dict[str, Any]:
     return {**columns, **{k: v for k, v in defaults.items() if k in columns and not columns[k]}}
 
 
-def ratings_file(path: Path, top: _Reader, table: str) -> tuple[FileSpec | None, dict[str, str]]:
-    """``[ratings]`` or ``[random_ratings]``: the file (with its layout) and its user, item, value, time columns."""
-    raw = top.get(table, dict, required=table == "ratings")
-    if raw is None:
+def ratings_file(path: Path, t: RatingsTable | None, where: str) -> tuple[FileSpec | None, dict[str, str]]:
+    """``[ratings]`` or ``[random_ratings]`` (``where``): the file (with its layout) and its user, item, value, time
+    columns; None and {} when the table is absent."""
+    if t is None:
         return None, {}
-    r = _Reader(path, raw, table, RATING_KEYS | LAYOUT_KEYS)
-    file = with_layout(path, r, _file(path, r))
-    columns = _columns(r, ("user", "item", "value", "time"), required_columns(file, ("user", "item", "value")))
-    return file, layout_columns(file, columns)
+    file = with_layout(path, t, where, _file(path, t, where))
+    names, required = ("user", "item", "value", "time"), required_columns(file, ("user", "item", "value"))
+    return file, layout_columns(file, _columns(path, t, where, names, required))
 
 
-def users_file(path: Path, top: _Reader) -> UsersFile | None:
+def users_file(path: Path, t: UsersTable | None) -> UsersFile | None:
     """``[users]``: the people's own file, or None when the description has none."""
-    raw = top.get("users", dict)
-    if raw is None:
+    if t is None:
         return None
-    r = _Reader(path, raw, "users", USER_KEYS)
-    file = with_layout(path, r, _file(path, r))
-    columns = layout_columns(file, _columns(r, USER_COLUMN_KEYS, required_columns(file, ("id",))))
-    facts = r.get("facts", list, [])
-    if not all(isinstance(f, str) and f for f in facts):
-        raise _fail(path, "users.facts", "holds a non-string", 'list column names, e.g. ["location"]')
-    sex_values = r.get("sex_values", dict, {})
-    if not all(v in SEXES for v in sex_values.values()):
+    file = with_layout(path, t, "users", _file(path, t, "users"))
+    columns = layout_columns(file, _columns(path, t, "users", USER_COLUMN_KEYS, required_columns(file, ("id",))))
+    if not all(t.facts):
+        raise _fail(path, "users.facts", "holds an empty string", 'list column names, e.g. ["location"]')
+    if not all(v in SEXES for v in t.sex_values.values()):
         raise _fail(path, "users.sex_values", "maps a value to neither M nor F", 'write e.g. { women = "F" }')
-    if sex_values and not columns["sex"]:
+    if t.sex_values and not columns["sex"]:
         raise _fail(path, "users.sex_values", "given without users.sex", "name the column that records sex")
-    return UsersFile(file, columns, list(facts), dict(sex_values))
+    return UsersFile(file, columns, list(t.facts), dict(t.sex_values))

@@ -2,7 +2,8 @@
 scale, the domain's nouns and where its users' tastes come from.
 
 Everything is checked when the file is read, before any step runs: an unknown key, a wrong type, a missing
-local file or an impossible scale is one line naming the file, the key and the fix (``SpecError``). Column
+local file or an impossible scale is one line naming the file, the key and the fix (``SpecError``). The keys and
+their types are the pydantic models of ``toml_tables`` (one per table); this module checks the values. Column
 names are checked against the files' headers by ``suber_data.corpus.read.check_columns`` at the same time.
 """
 
@@ -19,15 +20,15 @@ import numpy as np
 from suber_data.artifacts.domain_terms import terms as make_terms
 from suber_data.corpus import sections
 from suber_data.corpus.toml_tables import (  # noqa: F401 - FileSpec, SpecError and FORMATS are imported from here too
-    FILE_KEYS,
     FORMATS,
-    RATING_KEYS,
+    AudienceTable,
     FileSpec,
+    ScaleTable,
     SpecError,
     _columns,
     _fail,
     _file,
-    _Reader,
+    read_description,
 )
 
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
@@ -113,43 +114,15 @@ class CorpusSpec:
         return not self.item_columns["title"]
 
 
-NOUN_DEFAULTS = {
-    "item": "item",
-    "items": "items",
-    "category": "category",
-    "categories": "categories",
-    "consumed": "tried",
-    "person": "person",
-}
-TOP = {"corpus", "nouns", "items", "ratings", "scale", "tastes", "env", "audience", "build"}  # build: the CLI's
-TOP |= {"random_ratings", "users"}  # corpus.sections
-# A corpus that declares no audience is taken as adult material: its census users are 18 or older.
-DEFAULT_AUDIENCE = {"age_min": 18, "age_max": 90, "declared": False}
+# A corpus that declares no audience is taken as adult material (AudienceTable's defaults).
+DEFAULT_AUDIENCE = {**AudienceTable().model_dump(), "declared": False}
 AGE_LIMIT = 100  # the census tables' oldest age (100 and over)
-ITEM_KEYS = FILE_KEYS | {
-    "id",
-    "title",
-    "text",
-    "categories",
-    "categories_format",
-    "delimiter",
-    "year",
-    "popularity",
-    "vote",
-    "vote_count",
-    "unescape_html",
-    "only_rated",
-    "derive_categories",
-    "names",  # the layout keys (corpus.layouts): a one-hot item file's name map and field renames
-    "fields",
-    "values",
-}
+ABOUT_KEYS = ("title", "description", "license", "citation", "homepage")
+ITEM_COLUMNS = ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count")
 
 
-def _scale(path: Path, table: dict) -> Scale:
-    r = _Reader(path, table, "scale", {"min", "max", "step", "special", "name"})
-    low, high = float(r.get("min", (int, float), required=True)), float(r.get("max", (int, float), required=True))
-    step = float(r.get("step", (int, float), 1))
+def _scale(path: Path, t: ScaleTable) -> Scale:
+    low, high, step = t.min, t.max, t.step
     if not low < high:
         raise _fail(path, "scale.max", f"{high:g} is not above scale.min {low:g}", "give min < max")
     if step < 0 or (step > 0 and abs((high - low) / step - round((high - low) / step)) > 1e-6):
@@ -157,17 +130,15 @@ def _scale(path: Path, table: dict) -> Scale:
             path, "scale.step", f"{step:g} does not divide {low:g}..{high:g}", "give 0 (continuous) or a divisor"
         )
     special = {}
-    for key, meaning in r.get("special", dict, {}).items():
+    for key, meaning in t.special.items():
         try:
             value = float(key)
         except ValueError:
             raise _fail(path, f"scale.special.{key}", "is not a number", 'write "-1" = "watched, not rated"') from None
-        if not isinstance(meaning, str):
-            raise _fail(path, f"scale.special.{key}", "is not a string", "say what the value means")
         if low <= value <= high:
             raise _fail(path, f"scale.special.{key}", "lies inside the scale", "a special value must be off the scale")
         special[value] = meaning
-    return Scale(low, high, step, special, r.get("name", str, ""))
+    return Scale(low, high, step, special, t.name)
 
 
 def load_spec(path: str | Path) -> CorpusSpec:
@@ -179,40 +150,36 @@ def load_spec(path: str | Path) -> CorpusSpec:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML ({exc}); fix the syntax at that line") from None
-    top = _Reader(path, data, "", TOP)
-    about_keys = ("title", "description", "license", "citation", "homepage")
-    c = _Reader(path, top.get("corpus", dict, required=True), "corpus", {"name", "release", *about_keys})
-    name = c.get("name", str, required=True)
+    d = read_description(path, data)  # keys and types; what follows checks values and what spans keys
+    name = d.corpus.name
     if not NAME.match(name) or name in RESERVED:
         fix = "use 2-31 lower-case letters, digits or _, starting with a letter, not a built-in name"
         raise _fail(path, "corpus.name", f"{name!r} is not a usable domain name", fix)
-    release = c.get("release", str, "default")
+    release = d.corpus.release
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", release):
         raise _fail(path, "corpus.release", f"{release!r} is not a folder-safe name", "use letters, digits, . _ -")
-    about = {k: c.get(k, str, "") for k in about_keys}
-    nouns = {**NOUN_DEFAULTS, **_Reader(path, top.get("nouns", dict, {}), "nouns", set(NOUN_DEFAULTS)).table}
-    if not all(isinstance(v, str) and v for v in nouns.values()):
+    about = {k: getattr(d.corpus, k) for k in ABOUT_KEYS}
+    nouns = d.nouns.model_dump()
+    if not all(nouns.values()):
         raise _fail(path, "nouns", "every noun must be a non-empty string", 'write e.g. item = "game"')
-    i = _Reader(path, top.get("items", dict, required=True), "items", ITEM_KEYS)
-    items = sections.with_layout(path, i, _file(path, i))
-    item_keys = ("id", "title", "text", "categories", "year", "popularity", "vote", "vote_count")
-    item_columns = sections.layout_columns(items, _columns(i, item_keys, sections.required_columns(items, ("id",))))
+    i = d.items
+    items = sections.with_layout(path, i, "items", _file(path, i, "items"))
+    required = sections.required_columns(items, ("id",))
+    item_columns = sections.layout_columns(items, _columns(path, i, "items", ITEM_COLUMNS, required))
     if not item_columns["title"] and not item_columns["text"]:
         raise _fail(path, "items.title", "missing, and no items.text to make titles from", "add title = COLUMN or text")
-    fmt = i.get("categories_format", str, "delimited")
-    if fmt not in CATEGORY_FORMATS:
-        raise _fail(path, "items.categories_format", f"{fmt!r} is unknown", f"use one of {', '.join(CATEGORY_FORMATS)}")
-    ratings, rating_columns = sections.ratings_file(path, top, "ratings")
-    random_ratings, random_rating_columns = sections.ratings_file(path, top, "random_ratings")
-    scale = _scale(path, top.get("scale", dict, required=True))
-    t = _Reader(path, top.get("tastes", dict, {}), "tastes", {"prior", "min_items"})
-    tastes = {"prior": t.get("prior", str, "items"), "min_items": t.get("min_items", int, 1)}
+    if i.categories_format not in CATEGORY_FORMATS:
+        fix = f"use one of {', '.join(CATEGORY_FORMATS)}"
+        raise _fail(path, "items.categories_format", f"{i.categories_format!r} is unknown", fix)
+    ratings, rating_columns = sections.ratings_file(path, d.ratings, "ratings")
+    random_ratings, random_rating_columns = sections.ratings_file(path, d.random_ratings, "random_ratings")
+    scale = _scale(path, d.scale)
+    tastes = d.tastes.model_dump()
     if tastes["prior"] != "items" and not (path.parent / tastes["prior"]).is_file():
         raise _fail(path, "tastes.prior", f"no file {tastes['prior']}", 'give "items" or a CSV category,weight path')
     if tastes["prior"] != "items":
         tastes["prior"] = str((path.parent / tastes["prior"]).resolve())
-    e = _Reader(path, top.get("env", dict, {}), "env", {"scale"})
-    rater_scale = e.get("scale", str, "1-10" if scale.max - scale.min > 5 else "1-5")
+    rater_scale = d.env.scale if d.env.scale is not None else "1-10" if scale.max - scale.min > 5 else "1-5"
     if rater_scale not in ("0-9", "1-10", "1-5", "one-ten"):
         raise _fail(path, "env.scale", f"{rater_scale!r} is not a rater scale", "use 1-10, 0-9, one-ten or 1-5")
     return CorpusSpec(
@@ -223,30 +190,28 @@ def load_spec(path: str | Path) -> CorpusSpec:
         nouns,
         items,
         item_columns,
-        fmt,
-        i.get("delimiter", str, ","),
-        bool(i.get("unescape_html", bool, False)),
-        bool(i.get("only_rated", bool, False)),
-        i.get("derive_categories", int, 12),
+        i.categories_format,
+        i.delimiter,
+        i.unescape_html,
+        i.only_rated,
+        i.derive_categories,
         ratings,
         rating_columns,
         scale,
         tastes,
         rater_scale,
-        sections.users_file(path, top),
+        sections.users_file(path, d.users),
         random_ratings,
         random_rating_columns,
-        _audience(path, top.get("audience", dict, None)),
+        _audience(path, d.audience),
     )
 
 
-def _audience(path: Path, table: dict | None) -> dict[str, Any]:
+def _audience(path: Path, t: AudienceTable | None) -> dict[str, Any]:
     """``[audience]``: the youngest and oldest age the corpus is for (census users are drawn in that range)."""
-    if table is None:
+    if t is None:
         return dict(DEFAULT_AUDIENCE)
-    r = _Reader(path, table, "audience", {"age_min", "age_max"})
-    low = r.get("age_min", int, DEFAULT_AUDIENCE["age_min"])
-    high = r.get("age_max", int, DEFAULT_AUDIENCE["age_max"])
+    low, high = t.age_min, t.age_max
     if not 0 <= low <= high <= AGE_LIMIT:
         raise _fail(
             path, "audience", f"ages {low} to {high} are not a range within 0-{AGE_LIMIT}", "give age_min <= age_max"

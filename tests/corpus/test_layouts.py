@@ -207,3 +207,20 @@ def test_a_wrong_layout_key_is_one_line(tmp_path, cache, change, message):
     with pytest.raises(InputError, match=message) as err:
         fetch_sources(load_spec(config))
     assert "\n" not in str(err.value) and "; " in str(err.value)  # one line, with its fix
+
+
+# A misspelt key in [users], [random_ratings] or [audience] (read after the core tables) is refused like one in
+# [items]: one line naming the file, the dotted key and the keys the table has.
+OPTIONAL_TYPOS = {
+    "users": (('facts = ["town"]', 'facts = ["town"]\nfacs = ["town"]'), "age, age_group, compression, facts"),
+    "random_ratings": (("[random_ratings]\n", "[random_ratings]\nfacs = 1\n"), "compression, fields, format, item"),
+    "audience": (("[env]", "[audience]\nage_min = 12\nfacs = 90\n\n[env]"), "age_max, age_min"),
+}
+
+
+@pytest.mark.parametrize("table", OPTIONAL_TYPOS)
+def test_an_unknown_key_in_an_optional_table_is_named_in_one_line(tmp_path, cache, table):
+    change, known = OPTIONAL_TYPOS[table]
+    assert change[0] in TEAS_TOML
+    out = _fails_before_any_step(tmp_path, TEAS_TOML.replace(*change, 1))
+    assert "corpus.toml" in out and f"{table}.facs: unknown key; use one of {known}" in out, out
