@@ -35,7 +35,7 @@ _FETCHED: dict[tuple[str, str], dict] = {}
 
 
 def _sources(context, spec: CorpusSpec) -> dict:
-    key = (context.run_id, str(spec.path))
+    key = (context.run.run_id, str(spec.path))
     if key not in _FETCHED:
         _FETCHED.clear()  # the run before's answer: its files may have changed since
         _FETCHED[key] = corpus.fetch_sources(spec)
@@ -124,7 +124,7 @@ def _random_ratings(spec: CorpusSpec, keys: DomainKeys, version: str, items, rat
     )
     def random_ratings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         folder = keys.dataset_dir(context)
-        result = random_exposure.build_random_ratings(folder, spec, corpus.fetch_sources(spec))
+        result = random_exposure.build_random_ratings(folder, spec, _sources(context, spec))
         return _result(result, context, **table_metadata(folder / random_exposure.TABLE))
 
     return [random_ratings]
