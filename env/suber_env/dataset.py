@@ -151,8 +151,7 @@ class Dataset:
         con = duckdb.connect()
         try:
             for f in sorted(self.path.glob("*.parquet")):
-                path = str(f).replace("'", "''")
-                con.execute(f"CREATE VIEW \"{f.stem}\" AS SELECT * FROM read_parquet('{path}')")
+                con.execute(f'CREATE VIEW "{f.stem}" AS SELECT * FROM {_parquet_sql(f)}')
             rel = con.sql(query)
             fetch = getattr(rel, "to_arrow_table", None) or rel.arrow  # duckdb 2.x / 1.x
             return fetch()
@@ -170,9 +169,9 @@ class Dataset:
             con = duckdb.connect()
             try:
                 con.register("population", pa.table({"source_user_id": pa.array(real, pa.string())}))
-                path = str(self.path / "ratings.parquet").replace("'", "''")
+                ratings = _parquet_sql(self.path / "ratings.parquet")
                 t = con.sql(
-                    f"SELECT item_id, count(*) AS n, sum(rating) AS s FROM read_parquet('{path}') r WHERE NOT EXISTS "
+                    f"SELECT item_id, count(*) AS n, sum(rating) AS s FROM {ratings} r WHERE NOT EXISTS "
                     "(SELECT 1 FROM population p WHERE p.source_user_id = CAST(r.source_user_id AS VARCHAR)) "
                     "GROUP BY item_id"
                 ).to_arrow_table()
@@ -209,6 +208,11 @@ class Dataset:
                 f"steps.user_descriptions.failures); {feature} can rate only Dataset.described_users"
             )
         return text
+
+
+def _parquet_sql(path: Path) -> str:
+    """``read_parquet('<path>')`` with the path's quotes doubled (a table function takes no bound parameter)."""
+    return "read_parquet('" + str(path).replace("'", "''") + "')"
 
 
 def load_dataset(path: str | Path, domain: str | None = None, verify: bool = True) -> Dataset:

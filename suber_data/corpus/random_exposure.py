@@ -23,6 +23,7 @@ from suber_data.artifacts.steps import StepRecord, StepResult, run_step
 from suber_data.corpus import build
 from suber_data.corpus.read import CorpusFileError, ident, source_sql
 from suber_data.corpus.spec import CorpusSpec
+from suber_data.duck import parquet
 
 STEP = "random_ratings"
 TABLE = "random_ratings.parquet"
@@ -49,7 +50,7 @@ def _random_ratings(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict
     path, r = sources[STEP]["path"], view.rating_columns
     scale = build.rating_scale(spec)
     v = f"TRY_CAST(s.{ident(r['value'])} AS DOUBLE)"
-    items, ratings = (str(dataset_dir / n).replace("'", "''") for n in ("items.parquet", "ratings.parquet"))
+    items, ratings = (parquet(dataset_dir / n) for n in ("items.parquet", "ratings.parquet"))
     with duckdb.connect() as con:
         checked = build.check_source_ratings(con, view, path)
         con.execute(
@@ -57,7 +58,7 @@ def _random_ratings(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict
         )
         table = con.sql(
             f"""SELECT CAST(s.{ident(r["user"])} AS VARCHAR) AS source_user_id, i.item_id, {v} AS rating
-                FROM src s JOIN read_parquet('{items}') i ON i.source_id = CAST(s.{ident(r["item"])} AS VARCHAR)
+                FROM src s JOIN {items} i ON i.source_id = CAST(s.{ident(r["item"])} AS VARCHAR)
                 WHERE {v} IS NOT NULL AND {build._not_special(v, spec)} AND s.{ident(r["user"])} IS NOT NULL
                 ORDER BY s.rec"""
         ).to_arrow_table()
@@ -66,9 +67,9 @@ def _random_ratings(dataset_dir: Path, spec: CorpusSpec, sources: dict[str, dict
         ((users, n_items, mean, both, known),) = con.execute(
             f"""SELECT count(DISTINCT source_user_id), count(DISTINCT item_id), avg(rating),
                        count(*) FILTER (WHERE (source_user_id, item_id) IN
-                           (SELECT (source_user_id, item_id) FROM read_parquet('{ratings}'))),
+                           (SELECT (source_user_id, item_id) FROM {ratings})),
                        count(DISTINCT source_user_id) FILTER (WHERE source_user_id IN
-                           (SELECT source_user_id FROM read_parquet('{ratings}')))
+                           (SELECT source_user_id FROM {ratings}))
                 FROM random"""
         ).fetchall()
     write_parquet(table, dataset_dir / TABLE, with_scale_metadata(RANDOM_RATINGS, scale))
