@@ -140,6 +140,13 @@ def test_the_hybrid_through_gym_make_and_the_episode_command(embedded_dir):
     assert "rater hybrid" in result.output
 
 
+def test_a_policy_trains_against_the_hybrid(embedded_dir, tmp_path):
+    args = ["train", str(embedded_dir), "--algo", "a2c", "--steps", "64", "--num-envs", "4", "--rater", "hybrid"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "runs" / "a2c" / "seed0" / "final.zip").is_file()
+
+
 def test_the_proof_measures_the_hybrid_beside_the_cf_rater_it_corrects(embedded_dir):
     ds = load_dataset(embedded_dir)
     rater = make_rater("hybrid", ds, scale="0-9")
