@@ -77,6 +77,20 @@ def validation_cut(users: np.ndarray, position: np.ndarray, share: float) -> np.
     return position >= keep
 
 
+def cut_order(ds, users: np.ndarray, position: np.ndarray, seed: int) -> np.ndarray:
+    """The order in which ``validation_cut`` takes each user's latest ratings: the history's own (time) order, or a
+    seeded random order within each user where the builder split at random (``--split random``): such a history
+    has no times and is stored in item order, so its last ratings are the items listed last (on the anime sample,
+    the catalogue is sorted by community score: the cut would be each person's lowest-scored titles)."""
+    split = ds.manifest.get("steps", {}).get("users", {}).get("settings", {}).get("split", "time")
+    if split != "random":
+        return position
+    order = np.lexsort((np.random.default_rng(seed).random(len(users)), users))
+    out = np.empty_like(position)
+    out[order] = position  # users are grouped, so the k-th of a user's shuffled ratings gets position k
+    return out
+
+
 def fit_mf(users, items, ratings, n_users: int, n_items: int, rank: int, epochs: int, lr: float, reg: float, seed: int):
     """cornac's biased MF on the given triples, its parameters laid out over all user rows and item ids."""
     from cornac.data import Dataset as CornacData
@@ -164,7 +178,7 @@ def fitted_cf(ds, scale: Scale, validation: float, hp: dict, feature: str = "the
     key = (str(ds.path), ds.n_users, ds.n_items, digest, scale.name, validation, tuple(sorted(hp.items())))
     if key not in _FITS:
         refuse_held_out(ds, users, items, f"{feature}'s fit")
-        val = validation_cut(users, position, validation)
+        val = validation_cut(users, cut_order(ds, users, position, hp["seed"]), validation)
         fit = ~val
         first = fit_mf(users[fit], items[fit], ratings[fit], ds.n_users, ds.n_items, **hp)
         err = first.predict(users[val], items[val]) - ratings[val]
