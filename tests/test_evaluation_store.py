@@ -101,7 +101,7 @@ def test_damaged_block_names_its_file_and_the_fix(sample, tmp_path):
 def test_bad_options_are_one_line_errors(sample, tmp_path):
     with pytest.raises(ValueError, match="block_size .*--block-size.* at least 1"):
         evaluate(sample, "oracle", tmp_path, block_size=0)
-    with pytest.raises(ValueError, match="unknown rater 'gpt'; choose from oracle, cf, transformers, openai"):
+    with pytest.raises(ValueError, match="unknown rater 'gpt'; choose from oracle, cf, hybrid, transformers, openai"):
         evaluate(sample, "gpt", tmp_path)
     pytest.importorskip("ray")
     from suber_env.evaluation.ray_rating import RayOptions

@@ -18,19 +18,20 @@ from .env import SuberEnv
 class RaterKind(StrEnum):
     oracle = "oracle"
     cf = "cf"
+    hybrid = "hybrid"
     transformers = "transformers"
 
 
 def _rater_kwargs(rater: RaterKind, model: str | None, gguf_file: str | None) -> dict:
     """--model and --gguf-file as the rater takes them; none: make_rater finds the packaged SmolLM2."""
-    if rater is not RaterKind.transformers or model is None:  # oracle and cf take no model
+    if rater is not RaterKind.transformers or model is None:  # oracle, cf and hybrid take no model
         return {}
     return {"path": model, "gguf_file": gguf_file}
 
 
 def episode(
     dataset: Path = typer.Argument(..., help="A dataset folder written by suber-data (e.g. data/movies/sample)."),
-    rater: RaterKind = typer.Option(RaterKind.oracle, help="oracle, cf (no LLM) or transformers (a local LM)."),
+    rater: RaterKind = typer.Option(RaterKind.oracle, help="oracle, cf, hybrid (no LLM) or transformers (a local LM)."),
     model: str | None = typer.Option(None, help="transformers: model folder or tune-rater --out (default: SmolLM2)."),
     gguf_file: str | None = typer.Option(None, help="transformers: GGUF file inside --model."),
     steps: int = typer.Option(8, min=1, help="How many recommendations to show."),

@@ -13,7 +13,7 @@ from .evaluation.runner import CONTROLS, GROUNDED_CHOOSERS, SIZES
 
 def evaluate_command(
     dataset: Path = typer.Argument(..., help="dataset folder written by `suber-data build`"),
-    rater: str = typer.Option("oracle", help="oracle | cf | transformers | openai"),
+    rater: str = typer.Option("oracle", help="oracle | cf | hybrid | transformers | openai"),
     model: str = typer.Option(None, help="model path (transformers) or model name (openai)"),
     gguf_file: str = typer.Option(None, help="GGUF file inside --model (transformers)"),
     base_url: str = typer.Option(None, help="OpenAI-compatible server URL (openai)"),

@@ -91,3 +91,21 @@ def test_evaluate_with_cf_skips_the_persona_cases(real_movies_dir, tmp_path):
     got = evaluate(real_movies_dir, rater="cf", out=tmp_path / "ev", suite=("genre",), genre_items=2, max_genres=2)
     assert got["results"]["cf"]["genre"]["skipped"].startswith("not applicable: the cf rater fits on")
     assert "score" in got["results"]["random"]["genre"]  # the controls still run the case
+
+
+def test_the_validation_cut_is_random_where_the_split_was():
+    """An untimed (``--split random``) history is stored in item order: its cut must not be the items listed last."""
+    from types import SimpleNamespace
+
+    from suber_env.raters.cf import cut_order, validation_cut
+
+    users = np.repeat(np.arange(50), 20)
+    position = np.tile(np.arange(20), 50)
+    timed = SimpleNamespace(manifest={"steps": {"users": {"settings": {"split": "time"}}}})
+    untimed = SimpleNamespace(manifest={"steps": {"users": {"settings": {"split": "random"}}}})
+    assert np.array_equal(cut_order(timed, users, position, 0), position)
+    shuffled = cut_order(untimed, users, position, 0)
+    for u in (0, 49):  # still a permutation of each user's positions
+        assert sorted(shuffled[users == u]) == list(range(20))
+    cut = validation_cut(users, shuffled, 0.1)
+    assert cut.sum() == 100 and position[cut].mean() < 15  # the latest two of each would average 18.5

@@ -234,9 +234,11 @@ def grounded_proof(
     calib_per_user: int = 5,
     extra_recommenders: dict | None = None,
     null_check: int = 0,
+    built_on: dict[str, Rater] | None = None,
 ) -> dict:
     """``run_proof`` for ``rater`` (named ``name``) and its controls on the dataset's own split. Every pair the
-    rater and its shuffled control will be asked is planned and rated in one batch before any measurement."""
+    rater and its shuffled control will be asked is planned and rated in one batch before any measurement.
+    ``built_on``: the raters ``rater`` corrects (the hybrid's cf), measured beside it as controls, by name."""
     why = not_grounded(ds)
     if why:
         return {"skipped": why}
@@ -248,6 +250,8 @@ def grounded_proof(
     perm = derangement(ds.n_users, seed)  # with_controls' shuffled control asks as user perm[u]
     sim.prefetch(np.concatenate([users, perm[users]]), np.concatenate([items, items]))
     sims: dict[str, Simulator] = with_controls(ctx.fit_history, {name: sim}, seed)
+    for base_name, base in (built_on or {}).items():
+        sims[base_name] = RaterSimulator(ds, base, retrieval, memory_k, hidden=cut)
     result = run_proof(split, sims, context=ctx)
     if null_check:
         result["null_check"] = jsonable(false_positive_rates(ctx, null_check, seed=seed))
@@ -320,6 +324,13 @@ def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.
     return out
 
 
+def _built_on(ds: Dataset, rater: Rater, name: str) -> dict[str, Rater]:
+    """The rater that ``name`` corrects (raters.BUILT_ON), with its default settings, on the same scale."""
+    from suber_env.raters import BUILT_ON, make_rater
+
+    return {b: make_rater(b, ds, scale=rater.scale.name) for b in [BUILT_ON.get(name)] if b}
+
+
 def grounded_case(ds: Dataset, rater: Rater, name: str, seed: int, sizes: dict) -> dict:
     """The proof as a case of the suite: its headline (the rater's Kendall tau on the fair panel, protocol R
     where the dataset has random exposure, else A, with its bootstrap interval) as the score."""
@@ -331,7 +342,7 @@ def grounded_case(ds: Dataset, rater: Rater, name: str, seed: int, sizes: dict) 
         ds, rater, name, seed=seed, k=sizes["grounded_k"], retrieval=sizes["people_retrieval"], memory_k=sizes["k"],
         boots=sizes["grounded_boots"], perms=sizes["grounded_perms"], max_pos=sizes["grounded_max_pos"],
         calib_per_user=sizes["grounded_calibration"], extra_recommenders=policies,
-        null_check=sizes.get("grounded_null_check", 0),
+        null_check=sizes.get("grounded_null_check", 0), built_on=_built_on(ds, rater, name),
     )  # fmt: skip
     if "skipped" in proof:
         return proof

@@ -27,13 +27,13 @@ if TYPE_CHECKING:
 
 SUITE = ("genre", "high_low", "similarity", "collections", "people", "grounded")
 CONTROLS = ("random", "echo")
-RATERS = ("oracle", "cf", "transformers", "openai")
+RATERS = ("oracle", "cf", "hybrid", "transformers", "openai")
 # page choosers the grounded case's choice protocol can build from the dataset alone (the LLM chooser needs a
 # model: run proof.choice.run_choice from Python with grounded.chooser_model)
 GROUNDED_CHOOSERS = ("oracle", "exposure")
 # Raters fitted on the dataset's own users' ratings: the persona cases' users (written personas) rate nothing, so
 # such a rater has nothing to fit on there; only the grounded case (the dataset's real users) applies
-HISTORY_RATERS = ("cf",)
+HISTORY_RATERS = ("cf", "hybrid")
 
 
 _NO_PERSONAS = (

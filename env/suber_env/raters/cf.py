@@ -77,6 +77,20 @@ def validation_cut(users: np.ndarray, position: np.ndarray, share: float) -> np.
     return position >= keep
 
 
+def cut_order(ds, users: np.ndarray, position: np.ndarray, seed: int) -> np.ndarray:
+    """The order in which ``validation_cut`` takes each user's latest ratings: the history's own (time) order, or a
+    seeded random order within each user where the builder split at random (``--split random``): such a history
+    has no times and is stored in item order, so its last ratings are the items listed last (on the anime sample,
+    the catalogue is sorted by community score: the cut would be each person's lowest-scored titles)."""
+    split = ds.manifest.get("steps", {}).get("users", {}).get("settings", {}).get("split", "time")
+    if split != "random":
+        return position
+    order = np.lexsort((np.random.default_rng(seed).random(len(users)), users))
+    out = np.empty_like(position)
+    out[order] = position  # users are grouped, so the k-th of a user's shuffled ratings gets position k
+    return out
+
+
 def fit_mf(users, items, ratings, n_users: int, n_items: int, rank: int, epochs: int, lr: float, reg: float, seed: int):
     """cornac's biased MF on the given triples, its parameters laid out over all user rows and item ids."""
     from cornac.data import Dataset as CornacData
@@ -127,7 +141,8 @@ class CFRater(Rater):
         self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
         self.values = np.asarray(self.scale.values)
         hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
-        self.model, self.validation_rmse = _fitted(ds, self.scale, validation, hp)
+        fit = fitted_cf(ds, self.scale, validation, hp)
+        self.model, self.validation_rmse = fit.model, fit.rmse
         self.sd = self.validation_rmse if np.isfinite(self.validation_rmse) else 1.0
         self.settings = {**hp, "validation": validation, "sd": self.sd, "library": "cornac MF"}
 
@@ -139,24 +154,35 @@ class CFRater(Rater):
         return discretised_normal(self.expected(req), self.sd, self.values)
 
 
-_FITS: dict[tuple, tuple[CFModel, float]] = {}  # the evaluation builds a rater per block: one fit per input
+@dataclass(frozen=True)
+class CFFit:
+    """One fit of the cf rater's model on a dataset's history: ``first`` fitted without the validation cut (True in
+    ``validation``, over ``history_triples``' order), its ``rmse`` on that cut, and ``model`` refitted on it all."""
+
+    first: CFModel
+    model: CFModel
+    rmse: float
+    validation: np.ndarray
 
 
-def _fitted(ds, scale: Scale, validation: float, hp: dict) -> tuple[CFModel, float]:
-    """(the model fitted on the whole history, its RMSE on the validation cut when fitted without it), computed
-    once per exact input: the key holds a digest of the history arrays themselves, not just the folder."""
+_FITS: dict[tuple, CFFit] = {}  # the evaluation builds a rater per block: one fit per input
+
+
+def fitted_cf(ds, scale: Scale, validation: float, hp: dict, feature: str = "the cf rater") -> CFFit:
+    """The cf model fitted on the dataset's history, computed once per exact input (the hybrid rater builds on
+    the same fit): the key holds a digest of the history arrays themselves, not just the folder."""
     import hashlib
 
-    users, items, ratings, position = history_triples(ds, scale, "the cf rater")
+    users, items, ratings, position = history_triples(ds, scale, feature)
     digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in (users, items, ratings))).hexdigest()
     key = (str(ds.path), ds.n_users, ds.n_items, digest, scale.name, validation, tuple(sorted(hp.items())))
     if key not in _FITS:
-        refuse_held_out(ds, users, items, "the cf rater's fit")
-        val = validation_cut(users, position, validation)
+        refuse_held_out(ds, users, items, f"{feature}'s fit")
+        val = validation_cut(users, cut_order(ds, users, position, hp["seed"]), validation)
         fit = ~val
         first = fit_mf(users[fit], items[fit], ratings[fit], ds.n_users, ds.n_items, **hp)
         err = first.predict(users[val], items[val]) - ratings[val]
         rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
         _FITS.clear()  # one dataset at a time: the memory of one model
-        _FITS[key] = (fit_mf(users, items, ratings, ds.n_users, ds.n_items, **hp), rmse)
+        _FITS[key] = CFFit(first, fit_mf(users, items, ratings, ds.n_users, ds.n_items, **hp), rmse, val)
     return _FITS[key]

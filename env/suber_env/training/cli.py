@@ -26,7 +26,11 @@ def _dataset(path: Path):
         raise _fail(f"{e} (a folder that `suber-data build` wrote, e.g. data/movies/sample)") from None
 
 
-_RATER_KINDS = {"oracle": "oracle, not an LLM", "cf": "matrix factorisation of the history, not an LLM"}
+_RATER_KINDS = {
+    "oracle": "oracle, not an LLM",
+    "cf": "matrix factorisation of the history, not an LLM",
+    "hybrid": "matrix factorisation plus a text-embedding correction, not an LLM",
+}
 
 
 def _final_models(runs: Path | None) -> list[Path]:
@@ -50,7 +54,7 @@ def train_cmd(
     steps: int = typer.Option(20_000, help="Environment steps per run."),
     seeds: int = typer.Option(1, help="Runs per algorithm, seeds 0..K-1."),
     num_envs: int = typer.Option(16, help="SuberVectorEnv slots (one rater call per step for all)."),
-    rater: str = typer.Option("oracle", help="Rater name (oracle, cf, transformers, openai)."),
+    rater: str = typer.Option("oracle", help="Rater name (oracle, cf, hybrid, transformers, openai)."),
     obs: str = typer.Option(
         "taste",
         help="taste (the user's liked/disliked genres, which the oracle rates by, + seen mask) or suber "

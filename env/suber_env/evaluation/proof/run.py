@@ -30,6 +30,7 @@ from .panel import Panel, default_panel
 
 CONTROLS = ("random", "cf_knn")
 SHUFFLED = "_shuffled"
+BASE = "cf"  # the env's cf rater: where another rater built on it is evaluated beside it, its control too
 
 
 def jsonable(x):
@@ -178,12 +179,13 @@ def _measure(ctx: ProofContext, sim: Simulator) -> tuple[dict, dict]:
 
 
 def default_comparisons(names: list[str]) -> list[tuple[str, str]]:
-    """Each evaluated simulator against its shuffled control, the CF control and random (where present)."""
+    """Each evaluated simulator against its shuffled control, the cf rater it is built on, the CF control and
+    random (where present)."""
     out = []
     for n in names:
         if n in CONTROLS or n.endswith(SHUFFLED):
             continue
-        out += [(n, c) for c in (n + SHUFFLED, "cf_knn", "random") if c in names]
+        out += [(n, c) for c in (n + SHUFFLED, BASE, "cf_knn", "random") if c in names and c != n]
     return out
 
 

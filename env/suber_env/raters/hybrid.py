@@ -1,0 +1,198 @@
+"""The ``hybrid`` rater: the cf rater's matrix factorisation plus a correction learnt from the items' text
+embeddings. Not an LLM reading prompts: the language model's part is the sentence embedding of each item's text
+(item_embeddings.parquet, Sentence-T5 by default), which CF cannot see and which still says something about an
+item nobody has rated much.
+
+Fitted on history only (the held-out pairs are refused, as the cf rater refuses them):
+
+1. CF: the cf rater's own fit (``cf.fitted_cf``), ``first`` without a validation cut of each user's latest history
+   ratings, ``model`` on the whole history.
+2. Text features: the item embeddings projected on their top ``rank`` principal directions (no ratings involved);
+   per person, their taste in that space (the history items' projections weighted by the person's centred ratings)
+   and what they watch (the plain mean), both from the history the CF part was fitted on.
+3. The correction: a ridge regression of ``first``'s errors on the validation cut (out of sample, like the errors
+   it will correct) on the bilinear features (1, taste, watched) x (1, item projection), each once plain and once
+   weighted by how little history the item has (``COLD / (COLD + count)``). The penalty is chosen by a K-fold
+   cross-validation over people within the cut, and the correction is left out (the rater is then CF exactly)
+   when no penalty lowers CF's error there.
+4. Answer: ``model``'s prediction plus the correction (features from the whole history), as a normal with the
+   cross-validated error as spread, discretised onto the scale (``cf.discretised_normal``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dataset import DatasetError
+from ..scales import get_scale
+from .base import Rater, Requests
+from .cf import CFModel, discretised_normal, fitted_cf, history_triples
+
+COLD = 5.0  # an item with this many history ratings gets half of the cold-item part of the correction
+PENALTIES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
+
+
+@dataclass(frozen=True)
+class TextSide:
+    """What the correction reads for a fitted history: (n_users, 1 + 2 rank) person vectors (1, taste,
+    watched), (n_items, 1 + rank) item vectors (1, projection) and each item's coldness in [0, 1]."""
+
+    people: np.ndarray
+    items: np.ndarray
+    coldness: np.ndarray
+
+    def features(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """(n, 2 * people width * items width): the bilinear features, plain then weighted by coldness."""
+        pair = np.einsum("np,nq->npq", self.people[users], self.items[items]).reshape(len(users), -1)
+        return np.hstack([pair, pair * self.coldness[items, None]])
+
+    def apply(self, weights: np.ndarray, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """The correction of each pair, without building the feature matrix (the proof asks ~10^5 pairs)."""
+        p, q = self.people.shape[1], self.items.shape[1]
+        plain, cold = weights[: p * q].reshape(p, q), weights[p * q :].reshape(p, q)
+        pu, qi = self.people[users], self.items[items]
+        return np.einsum("np,pq,nq->n", pu, plain, qi) + self.coldness[items] * np.einsum("np,pq,nq->n", pu, cold, qi)
+
+
+def item_projection(embeddings: np.ndarray, rank: int) -> np.ndarray:
+    """(n_items, rank) coordinates of the embeddings on their top principal directions, unit variance each."""
+    centred = embeddings - embeddings.mean(axis=0)
+    u, s, _ = np.linalg.svd(centred, full_matrices=False)
+    z = u[:, :rank] * s[:rank]
+    return z / np.maximum(z.std(axis=0), 1e-12)
+
+
+def text_side(z: np.ndarray, users: np.ndarray, items: np.ndarray, ratings: np.ndarray, n_users: int) -> TextSide:
+    """The person and item vectors of the history ``(users, items, ratings)`` (shrunk towards 0 for a person
+    with little history, as the CF offsets are)."""
+    n_items, rank = z.shape
+    count = np.bincount(users, minlength=n_users).astype(float)
+    centred = ratings - (np.bincount(users, ratings, n_users) / np.maximum(count, 1))[users]
+    taste, watched = np.zeros((n_users, rank)), np.zeros((n_users, rank))
+    np.add.at(taste, users, centred[:, None] * z[items])
+    np.add.at(watched, users, z[items])
+    shrink = (count + COLD)[:, None]
+    people = np.hstack([np.ones((n_users, 1)), taste / shrink, watched / shrink])
+    coldness = COLD / (COLD + np.bincount(items, minlength=n_items))
+    return TextSide(people, np.hstack([np.ones((n_items, 1)), z]), coldness)
+
+
+def _ridge(gram: np.ndarray, moment: np.ndarray, penalty: float) -> np.ndarray:
+    return np.linalg.solve(gram + penalty * np.eye(len(gram)), moment)
+
+
+def fit_correction(x: np.ndarray, residual: np.ndarray, groups: np.ndarray, folds: int = 5):
+    """(weights or None, cross-validated RMSE of the corrected prediction, penalty): ridge of ``residual`` on
+    ``x`` with the penalty whose K-fold error (folds by ``groups``: people) is lowest; None where no penalty
+    beats leaving the residual as it is."""
+    gram, moment = x.T @ x, x.T @ residual
+    fold = groups % folds
+    best_penalty, best_rmse = None, float(np.sqrt(np.mean(residual**2)))
+    for penalty in PENALTIES:
+        err = np.empty_like(residual)
+        for f in range(folds):
+            out = fold == f
+            if not out.any():
+                continue
+            xo = x[out]
+            w = _ridge(gram - xo.T @ xo, moment - xo.T @ residual[out], penalty)
+            err[out] = residual[out] - xo @ w
+        rmse = float(np.sqrt(np.mean(err**2)))
+        if rmse < best_rmse:
+            best_penalty, best_rmse = penalty, rmse
+    if best_penalty is None:
+        return None, best_rmse, 0.0
+    return _ridge(gram, moment, best_penalty), best_rmse, best_penalty
+
+
+@dataclass(frozen=True)
+class HybridModel:
+    """CF on the whole history plus the text correction (``weights`` None: CF alone)."""
+
+    cf: CFModel
+    text: TextSide
+    weights: np.ndarray | None
+    rmse: float  # cross-validated on the validation cut: the answer's spread
+    cf_rmse: float  # CF's own on the same cut
+    penalty: float
+
+    def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        base = self.cf.predict(users, items)
+        return base if self.weights is None else base + self.text.apply(self.weights, users, items)
+
+
+def fit_hybrid(first: CFModel, model: CFModel, validation: np.ndarray, triples, embeddings, n_users: int,
+               rank: int = 16, seed: int = 0) -> HybridModel:  # fmt: skip
+    """The correction of the CF fit (``first`` without the ``validation`` cut of ``triples``, ``model`` with it)
+    from the items' ``embeddings``; see the module's docstring."""
+    users, items, ratings = triples[:3]
+    z = item_projection(np.asarray(embeddings, np.float64), rank)
+    fit, val = ~validation, validation
+    residual = ratings[val] - first.predict(users[val], items[val])
+    cf_rmse = float(np.sqrt(np.mean(residual**2))) if val.any() else float("nan")
+    weights, rmse, penalty = None, cf_rmse, 0.0
+    if val.sum() > 1:
+        before = text_side(z, users[fit], items[fit], ratings[fit], n_users)
+        person_fold = np.random.default_rng(seed).permutation(n_users)  # folds of whole people
+        weights, rmse, penalty = fit_correction(before.features(users[val], items[val]), residual,
+                                                person_fold[users[val]])  # fmt: skip
+    return HybridModel(model, text_side(z, users, items, ratings, n_users), weights, rmse, cf_rmse, penalty)
+
+
+class HybridRater(Rater):
+    """CF plus a correction learnt from the items' text embeddings (not an LLM); see the module's docstring."""
+
+    name = "hybrid"
+
+    def __init__(
+        self,
+        ds,
+        scale: str | None = None,
+        rank: int = 16,
+        epochs: int = 40,
+        lr: float = 0.01,
+        reg: float = 0.05,
+        validation: float = 0.1,
+        text_rank: int = 16,
+        seed: int = 0,
+    ):
+        ds.require("users", "the hybrid rater (it fits on the users' own ratings)")
+        if ds.item_embeddings is None:
+            raise DatasetError(
+                f"{ds.path / 'item_embeddings.parquet'}: the hybrid rater reads the items' text embeddings and this "
+                "dataset has none; build it with an embedding model (suber-data build ... --embedding-model M)"
+            )
+        self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
+        self.values = np.asarray(self.scale.values)
+        hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
+        self.model = _fitted(ds, self.scale, validation, hp, text_rank)
+        self.sd = self.model.rmse if np.isfinite(self.model.rmse) else 1.0
+        self.settings = {**hp, "validation": validation, "text_rank": text_rank, "sd": self.sd,
+                         "cf_validation_rmse": self.model.cf_rmse, "penalty": self.model.penalty,
+                         "corrected": self.model.weights is not None, "library": "cornac MF + numpy ridge"}  # fmt: skip
+
+    def expected(self, req: Requests) -> np.ndarray:
+        """The corrected point prediction on the rater's scale (before discretising)."""
+        return self.model.predict(np.asarray(req.users, np.int64), np.asarray(req.items, np.int64))
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        return discretised_normal(self.expected(req), self.sd, self.values)
+
+
+# one per CF fit and settings (the evaluation builds a rater per block); the CF fit is kept beside its model so
+# that its id, in the key, cannot be reused by another
+_MODELS: dict[tuple, tuple] = {}
+
+
+def _fitted(ds, scale, validation: float, hp: dict, text_rank: int) -> HybridModel:
+    cf = fitted_cf(ds, scale, validation, hp, "the hybrid rater")  # held-out pairs refused there
+    key = (id(cf), text_rank, hp["seed"])
+    if key not in _MODELS:
+        triples = history_triples(ds, scale, "the hybrid rater")
+        _MODELS.clear()
+        model = fit_hybrid(cf.first, cf.model, cf.validation, triples, ds.item_embeddings, ds.n_users, text_rank,
+                           hp["seed"])  # fmt: skip
+        _MODELS[key] = (cf, model)
+    return _MODELS[key][1]
