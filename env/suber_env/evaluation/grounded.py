@@ -294,10 +294,13 @@ def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.
     recommender of the panel: its scores of every item for each real user, given that user's real history as the
     episode's memory. ``trained_on``: the history pairs, the only ratings of these users a policy trained in the
     simulator can have seen; the proof checks them against the held-out part. A policy trained on the taste
-    observation reads the liked / disliked genres the raters rate by: flagged as reading the rater's inputs."""
+    observation reads the liked / disliked genres the raters rate by: flagged as reading the rater's inputs. A
+    policy trained on pages (``pages-<algo>/seed<k>/final.zip``) ranks items by its chance to show each on the
+    page (``page_policy_scores``); its observation holds the same genres, so it is flagged too."""
     from gymnasium import spaces
 
     from suber_env.training import load_model, policy_scores
+    from suber_env.training.pages import load_page_model, page_policy_scores
 
     found = []
     for folder in runs:
@@ -312,9 +315,12 @@ def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.
     trained_on = (np.repeat(users, [len(i) for i in items]), np.concatenate(items))
     out = {}
     for path in found:
-        model, norm = load_model(path)
-        taste = not isinstance(model.observation_space, spaces.Dict)  # SUBER's observation is a Dict
-        scores = policy_scores(model, ds, users, items, ratings, obs_norm=norm, rating_range=(src.min, src.max))
+        if path.parent.parent.name.startswith("pages-"):
+            scores, taste = page_policy_scores(load_page_model(path, ds), ds, users, items), True
+        else:
+            model, norm = load_model(path)
+            taste = not isinstance(model.observation_space, spaces.Dict)  # SUBER's observation is a Dict
+            scores = policy_scores(model, ds, users, items, ratings, obs_norm=norm, rating_range=(src.min, src.max))
         name = f"policy {path.parent.parent.parent.name}/{path.parent.parent.name}/{path.parent.name}"
         out[name] = (np.asarray(scores, np.float64), trained_on, taste)
     return out
