@@ -59,6 +59,9 @@ def test_train_and_eval_policy_commands_on_pages(movies_dir, tmp_path):
     report = (tmp_path / "r" / "report.md").read_text()
     for name in ("random", "most-popular", "pages-ppo (seed0)", "picks_per_page", "pages_until_leave"):
         assert name in report
+    # eval-policy on the item env leaves page runs out (here: nothing left to evaluate)
+    result = runner.invoke(app, ["eval-policy", str(movies_dir), "--runs", str(runs), "--out", str(tmp_path / "r1")])
+    assert result.exit_code == 1 and "no trained model" in result.output
     # a page model of another page size is refused by name
     args = ["eval-policy", str(movies_dir), "--env", "pages", "--page-size", "4", "--runs", str(runs)]
     result = runner.invoke(app, [*args, "--seeds", "1", "--episodes", "5", "--out", str(tmp_path / "r2")])

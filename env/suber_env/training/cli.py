@@ -36,6 +36,7 @@ def _final_models(runs: Path | None) -> list[Path]:
     if not runs.is_dir():
         raise _fail(f"--runs {runs}: no such folder; give the --out folder of `suber-env train` (default: runs)")
     finals = sorted(runs.glob("*/seed*/final.zip")) + sorted(runs.glob("*/seed*/final/rllib_checkpoint.json"))
+    finals = [f for f in finals if not f.relative_to(runs).parts[0].startswith("pages-")]  # --env pages' runs
     if not finals:
         raise _fail(
             f"--runs {runs}: no trained model in it (no <algo>/seed<k>/final.zip or final/); give the --out folder "
