@@ -20,6 +20,7 @@ def test_rllib_ppo_learns_a_planted_choice_rule_on_pages(tmp_path):
     import ray
     from suber_env import load_dataset
     from suber_env.cli import app
+    from suber_env.evaluation.grounded import trained_policies
     from suber_env.training import TrainConfig
     from suber_env.training.pages import page_metrics, random_pages
     from suber_env.training.rllib_trainer import rllib_page_policy, train_rllib
@@ -44,6 +45,11 @@ def test_rllib_ppo_learns_a_planted_choice_rule_on_pages(tmp_path):
     family = planted.genres[:, planted.genre_vocab.index(PLANTED)].astype(bool)
     feats = np.zeros((planted.n_users, 2 * planted.genres.shape[1] + 5 + planted.n_items), np.float32)
     assert family[pages(feats)].mean() > 0.5  # against 7 / 41 = 0.17 for random pages
+
+    # the proof's ranking of the same module (sim-to-real, evaluation.grounded.trained_policies): family films first
+    scores, _, reads_rater_inputs = trained_policies(planted, [tmp_path / "runs"])["policy runs/pages-ppo/seed0"]
+    top = np.argsort(-scores, axis=1)[:, : int(family.sum())]
+    assert reads_rater_inputs and family[top].mean() > 0.5, family[top].mean()
 
     # eval-policy reads the checkpoint beside the baselines (its page size checked)
     args = ["eval-policy", str(folder), "--env", "pages", "--runs", str(tmp_path / "runs"), "--seeds", "1"]

@@ -296,7 +296,8 @@ def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.
     simulator can have seen; the proof checks them against the held-out part. A policy trained on the taste
     observation reads the liked / disliked genres the raters rate by: flagged as reading the rater's inputs. A
     policy trained on pages (``pages-<algo>/seed<k>/final.zip``) ranks items by its chance to show each on the
-    page (``page_policy_scores``); its observation holds the same genres, so it is flagged too."""
+    page (``page_policy_scores``; an RLlib page run's ``final/`` too, in the RLlib overlay); its observation holds
+    the same genres, so it is flagged too."""
     from gymnasium import spaces
 
     from suber_env.training import load_model, policy_scores
@@ -305,6 +306,7 @@ def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.
     found = []
     for folder in runs:
         got = sorted(Path(folder).glob("*/seed*/final.zip"))
+        got += sorted(Path(folder).glob("pages-*/seed*/final/rllib_checkpoint.json"))  # needs the RLlib overlay
         if not got:
             raise ValueError(f"{folder}: no trained policy (<algo>/seed<k>/final.zip); train one with --out")
         found += got
@@ -315,7 +317,12 @@ def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.
     trained_on = (np.repeat(users, [len(i) for i in items]), np.concatenate(items))
     out = {}
     for path in found:
-        if path.parent.parent.name.startswith("pages-"):
+        if path.name == "rllib_checkpoint.json":  # --engine rllib on pages: the run folder is one level up
+            from suber_env.training.rllib_trainer import load_page_module
+
+            path = path.parent
+            scores, taste = page_policy_scores(load_page_module(path, ds), ds, users, items), True
+        elif path.parent.parent.name.startswith("pages-"):
             scores, taste = page_policy_scores(load_page_model(path, ds), ds, users, items), True
         else:
             model, norm = load_model(path)

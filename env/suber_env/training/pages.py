@@ -160,7 +160,8 @@ def load_page_model(final: Path, ds, page_size: int | None = None):
 def page_policy_scores(model, ds, users: np.ndarray, history_items: list[np.ndarray]) -> np.ndarray:
     """``(len(users), n_items)``: how strongly the page model puts each item on the page of a user whose episode
     starts with ``history_items`` viewed (as the page env's real history does): the log of the item's chance
-    summed over the page's positions (each position is its own categorical over items)."""
+    summed over the page's positions (each position is its own categorical over items). ``model``: an SB3 page
+    model, or an RLlib ``PageModule`` (``--engine rllib``)."""
     import torch
 
     views = np.zeros((len(users), ds.n_items), np.float32)
@@ -168,9 +169,12 @@ def page_policy_scores(model, ds, users: np.ndarray, history_items: list[np.ndar
         np.add.at(views[row], np.asarray(items, np.int64), 1)
     feats = page_features(ds, behaviour_table(ds), np.asarray(users, np.int64), views)
     with torch.no_grad():
-        obs, _ = model.policy.obs_to_tensor(feats)
-        positions = model.policy.get_distribution(obs).distribution  # one Categorical per page position
-        chance = torch.stack([p.probs for p in positions]).sum(0)
+        if hasattr(model, "page_logits"):  # RLlib: (batch, page_size, n_items)
+            chance = torch.softmax(model.page_logits(torch.as_tensor(feats)), -1).sum(1)
+        else:
+            obs, _ = model.policy.obs_to_tensor(feats)
+            positions = model.policy.get_distribution(obs).distribution  # one Categorical per page position
+            chance = torch.stack([p.probs for p in positions]).sum(0)
     return np.log(chance.clamp(min=1e-30).numpy())
 
 

@@ -196,11 +196,9 @@ class RLlibPolicy:
         return np.where(seen, -np.inf, scores).argmax(1)
 
 
-def rllib_page_policy(checkpoint: str | Path, ds, page_size: int):
-    """A trained page RLModule as a page policy (page features -> pages): each position's most likely item, as the
-    SB3 page models' deterministic ``predict``; a module of another dataset or page size is refused by name."""
-    import numpy as np
-    import torch
+def load_page_module(checkpoint: str | Path, ds, page_size: int | None = None):
+    """The trained ``PageModule`` in an RLlib checkpoint, refused by name when its observation does not fit ``ds``
+    or its pages are not ``page_size`` long (None: any length)."""
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     from ..page_core import behaviour_table
@@ -208,8 +206,18 @@ def rllib_page_policy(checkpoint: str | Path, ds, page_size: int):
     module = RLModule.from_checkpoint(module_path(checkpoint))
     width = 2 * ds.genres.shape[1] + behaviour_table(ds).shape[1] + ds.n_items
     fits = module.observation_space.shape == (width,) and module.model_config["n_items"] == ds.n_items
-    if not fits or module.page_size != page_size:
+    if not fits or page_size not in (None, module.page_size):
         raise ValueError(f"{checkpoint}: trained on another dataset or page size (observation, action spaces differ)")
+    return module
+
+
+def rllib_page_policy(checkpoint: str | Path, ds, page_size: int):
+    """A trained page RLModule as a page policy (page features -> pages): each position's most likely item, as the
+    SB3 page models' deterministic ``predict``; a module of another dataset or page size is refused by name."""
+    import numpy as np
+    import torch
+
+    module = load_page_module(checkpoint, ds, page_size)
 
     def pages(feats: np.ndarray) -> np.ndarray:
         with torch.no_grad():
