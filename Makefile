@@ -96,7 +96,8 @@ rllib: venv
 	printf '#!%s\nimport sys\nfrom suber_env.cli import main\nsys.exit(main())\n' "$(CURDIR)/$(RLLIB)/bin/python" \
 		> $(RLLIB)/bin/suber-env && chmod +x $(RLLIB)/bin/suber-env
 	$(RLLIB)/bin/python -m pip install -q --no-deps gymnasium==1.2.2 dm-tree tensorboardX ormsgpack
-	HF_HUB_OFFLINE=1 $(RLLIB)/bin/python -m pytest env/tests/test_rllib.py env/tests/test_rllib_commands.py
+	HF_HUB_OFFLINE=1 $(RLLIB)/bin/python -m pytest env/tests/test_rllib.py env/tests/test_rllib_pages.py \
+		env/tests/test_rllib_commands.py
 
 bench: venv
 	set -e; for b in bench/bench_*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(BIN)/python $$b; done

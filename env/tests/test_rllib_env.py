@@ -60,3 +60,41 @@ def test_staggered_episode_ends_restart_only_the_finished_slots(movies):
         staggered += bool(done.any() and not done[going].all())
         pending = done.copy()
     assert staggered >= 5  # some slots ended while others went on, many times
+
+
+def test_pages_next_step_autoreset_keeps_each_episodes_views(movies):
+    """The page env the same way (NextStepPages): pages of two items, episodes that end at different steps (the
+    user leaves); a slot's observation shows its episode's user and the items viewed in it (the finished episode's
+    at its last step), then one reset step (reward 0, no views, a new user), the other slots untouched."""
+    from suber_env.pages import PagesVectorEnv
+    from suber_env.training.observation import page_features
+    from suber_env.training.rllib_env import NextStepPages
+
+    venv = PagesVectorEnv(6, movies, page_size=2, horizon=6, p_leave=0.2, leave_after_bad=0.0, real_history=False)
+    env = NextStepPages(venv)
+    obs, _ = env.reset(seed=3)
+    g, n = movies.genres.shape[1], movies.n_items
+    assert obs.shape == (6, 2 * g + 5 + n) and env.observation_space.contains(obs)
+    user, views = env.venv.core.users.copy(), np.zeros((6, n))
+    pending, staggered = np.zeros(6, bool), 0
+    behaviour = env.venv.core.behaviour
+    for t in range(40):
+        pages = np.stack([np.full(6, t % n), np.full(6, (t + 1) % n)], 1)
+        obs, reward, term, trunc, info = env.step(pages)
+        going = ~pending
+        rows = np.flatnonzero(going)
+        for j in range(2):
+            views[rows[info["picks"][rows, j]], pages[0, j]] += 1
+        np.testing.assert_array_equal(obs[going], page_features(movies, behaviour, user[going], views[going]))
+        assert (info["user"][going] == user[going]).all()
+        if pending.any():  # RLlib's reset step of the slots that ended last time: a fresh episode each
+            fresh = env.venv.core.users[pending]
+            assert (reward[pending] == 0).all() and not (term | trunc)[pending].any()
+            np.testing.assert_array_equal(
+                obs[pending], page_features(movies, behaviour, fresh, np.zeros((len(fresh), n)))
+            )
+            user[pending], views[pending] = fresh, 0
+        done = term | trunc
+        staggered += bool(done.any() and not done[going].all())
+        pending = done.copy()
+    assert staggered >= 3 and views.sum() > 0

@@ -298,14 +298,19 @@ def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.
     recommender of the panel: its scores of every item for each real user, given that user's real history as the
     episode's memory. ``trained_on``: the history pairs, the only ratings of these users a policy trained in the
     simulator can have seen; the proof checks them against the held-out part. A policy trained on the taste
-    observation reads the liked / disliked genres the raters rate by: flagged as reading the rater's inputs."""
+    observation reads the liked / disliked genres the raters rate by: flagged as reading the rater's inputs. A
+    policy trained on pages (``pages-<algo>/seed<k>/final.zip``) ranks items by its chance to show each on the
+    page (``page_policy_scores``; an RLlib page run's ``final/`` too, in the RLlib overlay); its observation holds
+    the same genres, so it is flagged too."""
     from gymnasium import spaces
 
     from suber_env.training import load_model, policy_scores
+    from suber_env.training.pages import load_page_model, page_policy_scores
 
     found = []
     for folder in runs:
         got = sorted(Path(folder).glob("*/seed*/final.zip"))
+        got += sorted(Path(folder).glob("pages-*/seed*/final/rllib_checkpoint.json"))  # needs the RLlib overlay
         if not got:
             raise ValueError(f"{folder}: no trained policy (<algo>/seed<k>/final.zip); train one with --out")
         found += got
@@ -316,9 +321,17 @@ def trained_policies(ds: Dataset, runs: list[str | Path]) -> dict[str, tuple[np.
     trained_on = (np.repeat(users, [len(i) for i in items]), np.concatenate(items))
     out = {}
     for path in found:
-        model, norm = load_model(path)
-        taste = not isinstance(model.observation_space, spaces.Dict)  # SUBER's observation is a Dict
-        scores = policy_scores(model, ds, users, items, ratings, obs_norm=norm, rating_range=(src.min, src.max))
+        if path.name == "rllib_checkpoint.json":  # --engine rllib on pages: the run folder is one level up
+            from suber_env.training.rllib_trainer import load_page_module
+
+            path = path.parent
+            scores, taste = page_policy_scores(load_page_module(path, ds), ds, users, items), True
+        elif path.parent.parent.name.startswith("pages-"):
+            scores, taste = page_policy_scores(load_page_model(path, ds), ds, users, items), True
+        else:
+            model, norm = load_model(path)
+            taste = not isinstance(model.observation_space, spaces.Dict)  # SUBER's observation is a Dict
+            scores = policy_scores(model, ds, users, items, ratings, obs_norm=norm, rating_range=(src.min, src.max))
         name = f"policy {path.parent.parent.parent.name}/{path.parent.parent.name}/{path.parent.name}"
         out[name] = (np.asarray(scores, np.float64), trained_on, taste)
     return out

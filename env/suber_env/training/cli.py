@@ -40,6 +40,7 @@ def _final_models(runs: Path | None) -> list[Path]:
     if not runs.is_dir():
         raise _fail(f"--runs {runs}: no such folder; give the --out folder of `suber-env train` (default: runs)")
     finals = sorted(runs.glob("*/seed*/final.zip")) + sorted(runs.glob("*/seed*/final/rllib_checkpoint.json"))
+    finals = [f for f in finals if not f.relative_to(runs).parts[0].startswith("pages-")]  # --env pages' runs
     if not finals:
         raise _fail(
             f"--runs {runs}: no trained model in it (no <algo>/seed<k>/final.zip or final/); give the --out folder "
@@ -77,14 +78,15 @@ def train_cmd(
     """Train recommenders with Stable-Baselines3 (default) or Ray RLlib on the environment."""
     from .trainer import ALGOS, TrainConfig, train
 
-    if env == "pages":
-        return _train_pages(dataset, algo, steps, seeds, num_envs, rater, chooser, page_size, out)
-    if env != "items":
+    if env not in ("items", "pages"):
         raise _fail(f"--env {env!r} is not one of items, pages")
     if engine == "rllib":
+        pages = {"chooser": chooser, "env_options": {"page_size": page_size}} if env == "pages" else None
         return _train_rllib(
-            dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, env_runners, ray_address
+            dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, env_runners, ray_address, pages
         )
+    if env == "pages":
+        return _train_pages(dataset, algo, steps, seeds, num_envs, rater, chooser, page_size, out)
     if engine != "sb3":
         raise typer.BadParameter(f"--engine {engine!r} is not one of ('sb3', 'rllib')")
     for a in algo:
@@ -124,12 +126,15 @@ def _train_pages(dataset, algo, steps, seeds, num_envs, rater, chooser, page_siz
             )
 
 
-def _train_rllib(dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, runners, address) -> None:
+def _train_rllib(
+    dataset, algo, steps, seeds, num_envs, rater, obs, policy, out, resume, runners, address, pages=None
+) -> None:
+    """``pages``: None on the item env, else the page env's TrainConfig fields (chooser, env_options)."""
     from .trainer import TrainConfig
 
     algos = ("ppo", "appo")  # rllib_trainer.ALGOS, named here so that the check needs no RLlib
-    if not algo or any(a not in algos for a in algo) or obs != "taste" or policy != "items":
-        raise _fail(f"--engine rllib trains --algo {' or '.join(algos)} with --obs taste --policy items")
+    if not algo or any(a not in algos for a in algo) or (pages is None and (obs != "taste" or policy != "items")):
+        raise _fail(f"--engine rllib trains --algo {' or '.join(algos)} (items env: with --obs taste --policy items)")
     if resume is not None and (len(algo) > 1 or seeds > 1):
         raise _fail("--resume continues one run: give one --algo and --seeds 1")
     try:
@@ -145,13 +150,15 @@ def _train_rllib(dataset, algo, steps, seeds, num_envs, rater, obs, policy, out,
     for a in algo:
         for s in range(seeds):
             t = time.perf_counter()
-            cfg = TrainConfig(algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater)
-            typer.echo(f"{a} seed {s} on RLlib: {steps} steps ({runners} env runners x {num_envs} envs)")
+            env = {"env": "pages", **pages} if pages else {}
+            cfg = TrainConfig(algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, **env)
+            name = f"pages-{a}" if pages else a
+            typer.echo(f"{name} seed {s} on RLlib: {steps} steps ({runners} env runners x {num_envs} envs)")
             algorithm, ran = train_rllib(
                 ds, cfg, out, resume=resume, progress=typer.echo, address=address, env_runners=runners
             )
             algorithm.stop()
-            typer.echo(f"{a} seed {s}: {ran} steps in {time.perf_counter() - t:.1f}s -> {out / a / f'seed{s}'}")
+            typer.echo(f"{name} seed {s}: {ran} steps in {time.perf_counter() - t:.1f}s -> {out / name / f'seed{s}'}")
 
 
 def eval_policy_cmd(
@@ -203,7 +210,10 @@ def _eval_pages(dataset, runs, seeds, episodes, rater, chooser, page_size, out) 
     ds = _dataset(dataset)
     finals = page_runs(runs) if runs is not None else []
     if runs is not None and not finals:
-        raise _fail(f"--runs {runs}: no pages-<algo>/seed<k>/final.zip in it; give the --out of `train --env pages`")
+        raise _fail(
+            f"--runs {runs}: no pages-<algo>/seed<k>/final.zip (or final/ of --engine rllib) in it; give the --out "
+            "of `train --env pages`"
+        )
     try:
         results = compare_pages(ds, finals, list(range(seeds)), episodes, chooser, rater, page_size=page_size)
     except ValueError as e:

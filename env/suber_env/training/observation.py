@@ -70,3 +70,16 @@ class TasteObservation(VecEnvWrapper):
             rows = range(self.num_envs) if indices is None else np.atleast_1d(indices)
             return [~self.seen[i] for i in rows]
         return self.venv.env_method(method_name, *method_args, indices=indices, **method_kwargs)
+
+
+def page_features(ds, behaviour: np.ndarray, users: np.ndarray, views: np.ndarray) -> np.ndarray:
+    """``[liked genres, disliked genres, behaviour features, viewed items]`` per slot, float32."""
+    return np.concatenate(
+        [
+            ds.liked[users].astype(np.float32),
+            ds.disliked[users].astype(np.float32),
+            behaviour[users].astype(np.float32),
+            np.minimum(views, 1).astype(np.float32),
+        ],
+        axis=1,
+    )

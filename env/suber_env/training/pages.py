@@ -14,27 +14,16 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnvWrapper, VecMonitor
 
+from ..page_core import behaviour_table
 from ..pages import PagesVectorEnv
 from ..rl import SB3VecEnv
+from .observation import page_features
 
 # PPO / A2C settings that learned the planted one-category rule on the 41-film sample in 6,000 steps
 PAGE_HPARAMS = {
     "ppo": dict(learning_rate=3e-3, n_steps=64, batch_size=256, n_epochs=4, gamma=0.9, ent_coef=0.0),
     "a2c": dict(learning_rate=3e-3, n_steps=8, gamma=0.9, ent_coef=0.0, normalize_advantage=True),
 }
-
-
-def page_features(ds, behaviour: np.ndarray, users: np.ndarray, views: np.ndarray) -> np.ndarray:
-    """``[liked genres, disliked genres, behaviour features, viewed items]`` per slot, float32."""
-    return np.concatenate(
-        [
-            ds.liked[users].astype(np.float32),
-            ds.disliked[users].astype(np.float32),
-            behaviour[users].astype(np.float32),
-            np.minimum(views, 1).astype(np.float32),
-        ],
-        axis=1,
-    )
 
 
 class PageObservation(VecEnvWrapper):
@@ -148,26 +137,63 @@ def page_metrics(ds, policy, episodes: int = 200, seed: int = 0, chooser="oracle
 
 
 def page_runs(runs: Path) -> list[Path]:
-    """The final page models under a ``train --env pages`` output folder (``pages-<algo>/seed<k>/final.zip``)."""
-    return sorted(Path(runs).glob("pages-*/seed*/final.zip"))
+    """The final page models under a ``train --env pages`` output folder (``pages-<algo>/seed<k>/final.zip``, or
+    ``final/rllib_checkpoint.json`` for ``--engine rllib``)."""
+    runs = Path(runs)
+    return sorted(runs.glob("pages-*/seed*/final.zip")) + sorted(runs.glob("pages-*/seed*/final/rllib_checkpoint.json"))
+
+
+def load_page_model(final: Path, ds, page_size: int | None = None):
+    """The SB3 page model saved at ``final`` (``pages-<algo>/seed<k>/final.zip``), refused by name when its
+    observation does not fit ``ds`` or its pages are not ``page_size`` long (None: any length)."""
+    import stable_baselines3 as sb3
+
+    algo = Path(final).parents[1].name.removeprefix("pages-")
+    model = {"ppo": sb3.PPO, "a2c": sb3.A2C}[algo].load(str(final), device="cpu")
+    width = 2 * ds.genres.shape[1] + behaviour_table(ds).shape[1] + ds.n_items
+    nvec = tuple(model.action_space.nvec)
+    if model.observation_space.shape != (width,) or set(nvec) != {ds.n_items} or page_size not in (None, len(nvec)):
+        raise ValueError(f"{final}: trained on another dataset or page size (observation, action spaces differ)")
+    return model
+
+
+def page_policy_scores(model, ds, users: np.ndarray, history_items: list[np.ndarray]) -> np.ndarray:
+    """``(len(users), n_items)``: how strongly the page model puts each item on the page of a user whose episode
+    starts with ``history_items`` viewed (as the page env's real history does): the log of the item's chance
+    summed over the page's positions (each position is its own categorical over items). ``model``: an SB3 page
+    model, or an RLlib ``PageModule`` (``--engine rllib``)."""
+    import torch
+
+    views = np.zeros((len(users), ds.n_items), np.float32)
+    for row, items in enumerate(history_items):
+        np.add.at(views[row], np.asarray(items, np.int64), 1)
+    feats = page_features(ds, behaviour_table(ds), np.asarray(users, np.int64), views)
+    with torch.no_grad():
+        if hasattr(model, "page_logits"):  # RLlib: (batch, page_size, n_items)
+            chance = torch.softmax(model.page_logits(torch.as_tensor(feats)), -1).sum(1)
+        else:
+            obs, _ = model.policy.obs_to_tensor(feats)
+            positions = model.policy.get_distribution(obs).distribution  # one Categorical per page position
+            chance = torch.stack([p.probs for p in positions]).sum(0)
+    return np.log(chance.clamp(min=1e-30).numpy())
 
 
 def compare_pages(ds, finals: list[Path], seeds, episodes: int, chooser="oracle", rater="oracle", **options):
     """``{policy name: {metric: (mean, 95% CI half-width over seeds)}}`` for the baselines and the trained page
     models ``finals``; a model whose observation does not fit this dataset is refused by name."""
-    import stable_baselines3 as sb3
-
     from ..metrics import mean_ci
 
     page_size = options.get("page_size", 5)
     policies = {name: (lambda s, make=make: make(ds, page_size, s)) for name, make in PAGE_BASELINES.items()}
-    width = 2 * ds.genres.shape[1] + 5 + ds.n_items
     for final in finals:
-        algo = final.parents[1].name.removeprefix("pages-")
-        model = {"ppo": sb3.PPO, "a2c": sb3.A2C}[algo].load(str(final), device="cpu")
-        if model.observation_space.shape != (width,) or tuple(model.action_space.nvec) != (ds.n_items,) * page_size:
-            raise ValueError(f"{final}: trained on another dataset or page size (observation, action spaces differ)")
-        policies[f"pages-{algo} ({final.parent.name})"] = lambda s, m=model: model_pages(m)
+        if final.name == "rllib_checkpoint.json":  # an RLlib run (--engine rllib)
+            from .rllib_trainer import rllib_page_policy
+
+            pages = rllib_page_policy(final.parent, ds, page_size)
+            policies[f"{final.parents[2].name} ({final.parents[1].name}, rllib)"] = lambda s, p=pages: p
+            continue
+        model = load_page_model(final, ds, page_size)
+        policies[f"{final.parents[1].name} ({final.parent.name})"] = lambda s, m=model: model_pages(m)
     out = {}
     for name, make in policies.items():
         runs = [page_metrics(ds, make(s), episodes, s, chooser, rater, **options) for s in seeds]

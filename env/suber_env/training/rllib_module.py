@@ -69,3 +69,57 @@ class ItemScoringModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI):
         state, seen = self._state(batch[Columns.OBS].float())
         logits = self._old_scorer(self._old_actor(state)).masked_fill(seen, MASKED)
         return {TARGET_NETWORK_ACTION_DIST_INPUTS: logits}
+
+
+class PageModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI):
+    """The page policy of the SB3 path (``train --env pages``: SB3's MlpPolicy on MultiDiscrete) as an RLModule:
+    an MLP over the page observation gives ``page_size`` blocks of ``n_items`` logits, one categorical
+    distribution per page position; the value head is a separate MLP. ``model_config``: ``n_items``,
+    ``page_size``, ``net_arch`` ((64,)). APPO's target copy as in :class:`ItemScoringModule`."""
+
+    def setup(self):
+        from ray.rllib.core.distribution.torch.torch_distribution import TorchMultiCategorical
+
+        cfg = self.model_config
+        n_items, page_size = int(cfg["n_items"]), int(cfg["page_size"])
+        self.page_size = page_size
+        self.action_dist_cls = TorchMultiCategorical.get_partial_dist_cls(input_lens=[n_items] * page_size)
+        width = self.observation_space.shape[0]
+        self.actor = nn.Sequential(_mlp(width, cfg.get("net_arch", (64,))), _head(cfg, n_items * page_size, 0.01))
+        self.critic = nn.Sequential(_mlp(width, cfg.get("net_arch", (64,))), _head(cfg, 1, 1.0))
+
+    def page_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(batch, page_size, n_items)``: each page position's logits."""
+        return self.actor(obs.float()).reshape(len(obs), self.page_size, -1)
+
+    def _forward(self, batch, **kwargs):
+        return {Columns.ACTION_DIST_INPUTS: self.actor(batch[Columns.OBS].float())}
+
+    def compute_values(self, batch, embeddings=None):
+        return self.critic(batch[Columns.OBS].float()).squeeze(-1)
+
+    def make_target_networks(self):
+        self._old_actor = make_target_network(self.actor)
+
+    def get_target_network_pairs(self):
+        return [(self.actor, self._old_actor)]
+
+    def forward_target(self, batch, **kwargs):
+        return {TARGET_NETWORK_ACTION_DIST_INPUTS: self._old_actor(batch[Columns.OBS].float())}
+
+
+def _mlp(width: int, arch) -> nn.Sequential:
+    layers = []
+    for size in arch:
+        layers += [nn.Linear(width, int(size)), nn.Tanh()]
+        width = int(size)
+    return nn.Sequential(*layers)
+
+
+def _head(cfg, out: int, gain: float) -> nn.Linear:
+    """SB3's output layers: orthogonal weights with a small gain for the policy (pages start near uniform)."""
+    width = int(list(cfg.get("net_arch", (64,)))[-1])
+    layer = nn.Linear(width, out)
+    nn.init.orthogonal_(layer.weight, gain=gain)
+    nn.init.zeros_(layer.bias)
+    return layer

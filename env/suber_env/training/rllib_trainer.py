@@ -7,7 +7,9 @@ the taste observation (rllib_module.py) with the same PPO settings (TASTE_HPARAM
 gamma 0.5, 64 steps per env per rollout, minibatches of 256, 4 epochs). APPO (asynchronous PPO, IMPALA's
 architecture: the env runners keep sampling while the learner updates, V-trace corrects for the policy lag, and
 the clipped surrogate is taken against a target copy of the policy) shares everything but the algorithm's own
-settings (``_algorithm``, ``APPO_HPARAMS``). Written under ``out/<algo>/seed<k>/``: ``progress.csv`` (the SB3
+settings (``_algorithm``, ``APPO_HPARAMS``). On the page env (``cfg.env == "pages"``) the policy is the page module
+with the SB3 page path's settings (PAGE_HPARAMS). Written under ``out/<algo>/seed<k>/`` (pages:
+``out/pages-<algo>/seed<k>/``): ``progress.csv`` (the SB3
 path's column names, so the report's learning curves read it), checkpoints (``checkpoints/<algo>_<steps>_steps``,
 RLlib's own format, which ``resume`` takes) and ``final/`` (the same for the last step; ``eval-policy --runs``
 evaluates it).
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 
 ENV_NAME = "suber_env_taste"
+PAGE_ENV_NAME = "suber_env_pages"
 
 
 def _connect(address: str | None, env_runners: int = 1) -> None:
@@ -61,29 +64,44 @@ def _algorithm(algo: str, hp: dict, batch: int, fragment: int):
     )  # fmt: skip
 
 
-def rllib_config(dataset, cfg, env_runners: int = 1):
-    """The RLlib AlgorithmConfig of a TrainConfig (``algo`` ppo or appo; oracle or any rater given by name, taste
-    observation, items policy)."""
+def _module(dataset, cfg):
+    """(env name, RLModule spec, PPO settings) of a TrainConfig: the item-scoring module on the item env, or the
+    page module on the page env with the SB3 page path's settings (``PAGE_HPARAMS``)."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+    from .rllib_module import ItemScoringModule, PageModule
+
+    if cfg.env == "pages":
+        from .pages import PAGE_HPARAMS
+
+        model = {"n_items": dataset.n_items, "page_size": cfg.env_options.get("page_size", 5), "net_arch": cfg.net_arch}
+        return PAGE_ENV_NAME, RLModuleSpec(module_class=PageModule, model_config=model), PAGE_HPARAMS["ppo"]
     from . import item_policy
-    from .rllib_module import ItemScoringModule
     from .trainer import TASTE_HPARAMS
 
-    if cfg.obs != "taste" or cfg.policy != "items" or cfg.algo not in ALGOS:
+    if cfg.obs != "taste" or cfg.policy != "items":
         raise ValueError(f"--engine rllib trains {' or '.join(ALGOS)} with the items policy on the taste observation")
-    hp = {**TASTE_HPARAMS["ppo"], **(APPO_HPARAMS if cfg.algo == "appo" else {}), **cfg.hparams}
+    feats = item_policy.item_features(dataset, cfg.item_embeddings)
+    model = {"item_features": feats, "n_genres": dataset.genres.shape[1]}
+    return ENV_NAME, RLModuleSpec(module_class=ItemScoringModule, model_config=model), TASTE_HPARAMS["ppo"]
+
+
+def rllib_config(dataset, cfg, env_runners: int = 1):
+    """The RLlib AlgorithmConfig of a TrainConfig (``algo`` ppo or appo; oracle or any rater given by name; the
+    item env with the taste observation and the items policy, or the page env with the page policy)."""
+    if cfg.algo not in ALGOS:
+        raise ValueError(f"--engine rllib trains {' or '.join(ALGOS)}, not {cfg.algo!r}")
+    env_name, spec, ppo = _module(dataset, cfg)
+    hp = {**ppo, **(APPO_HPARAMS if cfg.algo == "appo" else {}), **cfg.hparams}
     fragment = max(1, min(hp["n_steps"], -(-cfg.steps // (cfg.num_envs * env_runners))))
     batch = fragment * cfg.num_envs * max(env_runners, 1)
     env_config = {
         "dataset": str(dataset.path), "num_envs": cfg.num_envs, "rater": cfg.rater,
-        "rater_kwargs": cfg.rater_kwargs, "env_options": cfg.env_options,
+        "rater_kwargs": cfg.rater_kwargs, "env_options": cfg.env_options, "chooser": cfg.chooser,
     }  # fmt: skip
-    feats = item_policy.item_features(dataset, cfg.item_embeddings)
-    model = {"item_features": feats, "n_genres": dataset.genres.shape[1]}
     return (
         _algorithm(cfg.algo, hp, batch, fragment)
-        .environment(ENV_NAME, env_config=env_config)
+        .environment(env_name, env_config=env_config)
         .env_runners(
             num_env_runners=env_runners,
             num_envs_per_env_runner=cfg.num_envs,
@@ -92,7 +110,7 @@ def rllib_config(dataset, cfg, env_runners: int = 1):
             num_cpus_per_env_runner=1,
         )  # fmt: skip
         .learners(num_learners=0)
-        .rl_module(rl_module_spec=RLModuleSpec(module_class=ItemScoringModule, model_config=model))
+        .rl_module(rl_module_spec=spec)
         .debugging(seed=cfg.seed)
         # an iteration is one train batch of samples (APPO's default, 10 s an iteration, overshoots a small budget)
         .reporting(
@@ -106,12 +124,13 @@ def train_rllib(dataset, cfg, out, resume=None, progress=None, address: str | No
     run)."""
     from ray.tune.registry import register_env
 
-    from .rllib_env import make_env
+    from .rllib_env import make_env, make_page_env
 
-    run_dir = Path(out) / cfg.algo / f"seed{cfg.seed}"
+    run_dir = Path(out) / (f"pages-{cfg.algo}" if cfg.env == "pages" else cfg.algo) / f"seed{cfg.seed}"
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     _connect(address, env_runners)
     register_env(ENV_NAME, make_env)
+    register_env(PAGE_ENV_NAME, make_page_env)
     algo = rllib_config(dataset, cfg, env_runners).build_algo()
     start = 0
     if resume is not None:
@@ -175,3 +194,33 @@ class RLlibPolicy:
             x = torch.as_tensor(taste_features(self.ds, np.asarray(users), seen))
             scores = self.module.item_logits(x).numpy()
         return np.where(seen, -np.inf, scores).argmax(1)
+
+
+def load_page_module(checkpoint: str | Path, ds, page_size: int | None = None):
+    """The trained ``PageModule`` in an RLlib checkpoint, refused by name when its observation does not fit ``ds``
+    or its pages are not ``page_size`` long (None: any length)."""
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from ..page_core import behaviour_table
+
+    module = RLModule.from_checkpoint(module_path(checkpoint))
+    width = 2 * ds.genres.shape[1] + behaviour_table(ds).shape[1] + ds.n_items
+    fits = module.observation_space.shape == (width,) and module.model_config["n_items"] == ds.n_items
+    if not fits or page_size not in (None, module.page_size):
+        raise ValueError(f"{checkpoint}: trained on another dataset or page size (observation, action spaces differ)")
+    return module
+
+
+def rllib_page_policy(checkpoint: str | Path, ds, page_size: int):
+    """A trained page RLModule as a page policy (page features -> pages): each position's most likely item, as the
+    SB3 page models' deterministic ``predict``; a module of another dataset or page size is refused by name."""
+    import numpy as np
+    import torch
+
+    module = load_page_module(checkpoint, ds, page_size)
+
+    def pages(feats: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return module.page_logits(torch.as_tensor(np.asarray(feats, np.float32))).argmax(-1).numpy()
+
+    return pages
