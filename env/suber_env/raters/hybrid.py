@@ -5,8 +5,9 @@ item nobody has rated much.
 
 Fitted on history only (the held-out pairs are refused, as the cf rater refuses them):
 
-1. CF: the cf rater's own fit (``cf.fitted_cf``), ``first`` without a validation cut of each user's latest history
-   ratings, ``model`` on the whole history.
+1. CF: the cf rater's own fit (``cf.fitted_cf``), ``first`` without a validation cut of each user's history
+   ratings (``cf.cut_order``: the latest, or a seeded random share where the history has no order), ``model`` on
+   the whole history.
 2. Text features: the item embeddings projected on their top ``rank`` principal directions (no ratings involved);
    per person, their taste in that space (the history items' projections weighted by the person's centred ratings)
    and what they watch (the plain mean), both from the history the CF part was fitted on.
