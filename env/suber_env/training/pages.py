@@ -17,13 +17,8 @@ from stable_baselines3.common.vec_env import VecEnvWrapper, VecMonitor
 from ..page_core import behaviour_table
 from ..pages import PagesVectorEnv
 from ..rl import SB3VecEnv
+from .hparams import PAGE_HPARAMS
 from .observation import page_features
-
-# PPO / A2C settings that learned the planted one-category rule on the 41-film sample in 6,000 steps
-PAGE_HPARAMS = {
-    "ppo": dict(learning_rate=3e-3, n_steps=64, batch_size=256, n_epochs=4, gamma=0.9, ent_coef=0.0),
-    "a2c": dict(learning_rate=3e-3, n_steps=8, gamma=0.9, ent_coef=0.0, normalize_advantage=True),
-}
 
 
 class PageObservation(VecEnvWrapper):

@@ -23,6 +23,8 @@ import csv
 import time
 from pathlib import Path
 
+from .hparams import PAGE_HPARAMS, TASTE_HPARAMS
+
 ENV_NAME = "suber_env_taste"
 PAGE_ENV_NAME = "suber_env_pages"
 
@@ -72,12 +74,9 @@ def _module(dataset, cfg):
     from .rllib_module import ItemScoringModule, PageModule
 
     if cfg.env == "pages":
-        from .pages import PAGE_HPARAMS
-
         model = {"n_items": dataset.n_items, "page_size": cfg.env_options.get("page_size", 5), "net_arch": cfg.net_arch}
         return PAGE_ENV_NAME, RLModuleSpec(module_class=PageModule, model_config=model), PAGE_HPARAMS["ppo"]
     from . import item_policy
-    from .trainer import TASTE_HPARAMS
 
     if cfg.obs != "taste" or cfg.policy != "items":
         raise ValueError(f"--engine rllib trains {' or '.join(ALGOS)} with the items policy on the taste observation")
