@@ -62,8 +62,10 @@ NEEDS = {
     "bench_books_ingest": SHARED_DATA / "books_sources" / "Books_rating_head.csv",
 }
 CONCURRENCY = 3
-# One worker runs the whole module: its fixture starts every selected benchmark of the session at once.
-pytestmark = pytest.mark.xdist_group("bench")
+# One worker runs the whole module: its fixture starts every selected benchmark of the session at once. Slow:
+# a test's recorded time is only its wait for a process that ran beside the others, so `make check` (--quick)
+# would pick some of them by that time.
+pytestmark = [pytest.mark.xdist_group("bench"), pytest.mark.slow]
 TIMEOUT = 600  # seconds, per benchmark
 
 
