@@ -56,6 +56,8 @@ _FUNCTION_WORDS = {
     "who", "whom", "whose", "why", "how", "also", "very", "too", "was", "were", "been", "has", "have", "had",
     "does", "did", "today", "tonight", "tomorrow", "yesterday",
 }  # fmt: skip
+# The words a closed compound takes after a plural ("craftsman", "sportswear", "townspeople").
+_AFTER_PLURAL = {"man", "men", "woman", "women", "wear", "people", "folk", "person", "persons"}
 _CLOSED_CLASS = _PRONOUNS | _FUNCTION_WORDS | {"men", "women", "children", "here", "there", "where"}
 _GRAMMATICAL_REPEATS = {"that", "had"}  # "he knows that that film", "he had had enough"
 # Occupations that are not a job noun and take no article (slots.job_phrase writes "he is retired").
@@ -153,14 +155,19 @@ def _content_word(word: str, words: frozenset[str]) -> bool:
 
 
 def _compound(word: str, words: frozenset[str]) -> bool:
-    """Two words of three or more letters run together ("sourdough", "birdwatching"), no pronoun first, unless it
-    reads as well as an inflected word before a function word or an ending: "yearsnow" ("year" + "snow" or
-    "years" + "now"), "yearsing", "admireder" ("admire" + "der" or "admired" + "er"). Where the rest is a
+    """Two words of three or more letters run together ("sourdough", "birdwatching"), no pronoun first, the first
+    no verb form ("enjoyediving") and no plural before a word of three letters ("yearsdin"; "sportsman" aside),
+    unless it reads as well as an inflected word before a function word or an ending: "yearsnow" ("year" + "snow"
+    or "years" + "now"), "yearsing", "admireder" ("admire" + "der" or "admired" + "er"). Where the rest is a
     fragment ("yearsaving": "years" + "aving") a rule cannot tell glue from a compound ("hairstyle": "hairs" +
     "tyle"; "subsection"), so the compound stands."""
     for i in range(3, len(word) - 2):
         first, second = word[:i], word[i:]
         if first not in words or first in _PRONOUNS or not _content_word(second, words):
+            continue
+        inflected = _inflected_form(first, words)
+        plural = inflected in ("s", "es") and (len(second) > 3 or second in _AFTER_PLURAL)  # "newsroom", "sportsman"
+        if inflected and not plural:  # "enjoyediving", "yearsdin"
             continue
         glued = any(
             second.startswith(e) and _inflected_form(first + e, words) == e and _fragment(second[len(e) :])

@@ -85,6 +85,7 @@ INVENTED = [
     ("he is the greatest admireder of the film-making industry", "admireder"),
     ("she does not like being judged by likemens", "likemens"),
     ("the music of the band todays playing", "todays"),
+    ("he has been doing it for many yearsdin", "yearsdin"),  # a books user of the 100-user run
 ]
 REPEATED = [  # immediate repetitions the same run wrote
     "which he has enjoyed enjoyed over the years", "a schoolchild, he loves adventure adventures",
@@ -106,7 +107,7 @@ def test_a_word_said_twice_in_a_row_fails(text):
 def test_real_inflections_compounds_and_repeats_pass():
     good = (
         "admirer adventurer funniest happily studied flagged skipping bigger lovingly feelings excitedly carpenters "
-        "rewatches sourdough birdwatching granddaughter lighthearted haircut craftsmen detour"
+        "rewatches sourdough birdwatching granddaughter lighthearted haircut craftsmen detour newsroom sportsman"
     )
     assert unknown_words(good, {}) == []
     for text in ("he knows that that film is his", "he had had enough of it", "he loves films, films of all kinds",
