@@ -6,9 +6,12 @@ and no statement that contradicts the persona where a rule can see one (``checks
   in lower case mid-sentence (acronyms such as "IT" aside). Not the hobby: its first word may be a proper one
   ("Nordic walking"), which a rule cannot tell from a stray capital.
 - **Whole words**: every word is a whole word of the vocabulary (``vocabulary.txt``: SmolLM2-135M's tokens that
-  are a word with its leading space, lower-cased), or one of those with an inflection or a prefix ("carpenters",
-  "rewatches"), or two run together ("sourdough"), or a word of the user's record (names, titles). A misspelt
-  word ("trucbader", "Truk") is not; nor, for now, a rare word SmolLM2 spells in pieces ("marmalade", "oars").
+  are a word with its leading space, lower-cased), or one of those with one ending or a prefix ("carpenters",
+  "admirer", "rewatches"), or two run together ("sourdough"), or a word of the user's record (names, titles). A
+  misspelt word ("trucbader", "Truk") is not; nor an ending on an inflected form or a pronoun ("enjoyedly",
+  "herselfs"), nor a word glued to a function word or an ending ("yearsnow", "yearsing"); nor, for now, a rare
+  word SmolLM2 spells in pieces ("marmalade", "oars").
+- **No word twice in a row**: "adventure adventures", "fashion fashion" ("that that" and "had had" aside).
 - **Contradictions**: an age ("a 4 year old girl", "aged 30") other than the user's; a child's word for an adult
   ("she is a girl") or a parent's or spouse's for a child; a family or life role of the other sex ("he is a
   mother"); "is a student" or "is retired" against the user's occupation.
@@ -25,6 +28,7 @@ from suber_data.resources import asset_path
 
 VOCABULARY = "prompts/descriptions/vocabulary.txt"
 UNKNOWN_WORDS = "not a word of the vocabulary"
+REPEATED_WORD = "a word said twice in a row"
 _LETTERS = re.compile(r"[A-Za-z]+")
 _DETERMINERS = {
     "a", "an", "the", "his", "her", "their", "my", "our", "your", "its", "this", "that", "these", "those", "another",
@@ -37,7 +41,25 @@ _PREPOSITIONS = {
 }  # fmt: skip
 _ARTICLES = {"a", "an", "the", "his", "her", "their", "my", "our", "this", "that", "another", "every", "each"}
 _PREFIXES = ("re", "un", "non", "pre", "mis", "dis", "over", "under", "out", "co", "self")  # "rewatches"
-_INFLECTIONS = ("s", "es", "ed", "d", "ing", "ly", "er", "ers", "est", "ness", "ful")
+_INFLECTIONS = ("s", "es", "ed", "ing", "ly", "er", "ers", "est", "ness", "ful")
+_AFTER_E = ("d", "r", "rs", "st")  # "admired", "admirer", "nicest"
+_DOUBLING = ("ed", "ing", "er", "ers", "est")  # "flagged", "skipping", "bigger": the consonant doubles
+_AFTER_Y = ("ies", "ied", "ier", "iest", "ily", "iness")  # "studies", "funniest": y turns to i
+# Closed-class words: none takes an ending ("herselfs", "todays", "mens"), a pronoun begins no compound ("herselfs"
+# as "her" + "selfs") and a function word ends none ("yearsnow" as "years" + "now", "yearsbut").
+_PRONOUNS = {
+    "my", "myself", "you", "your", "yours", "yourself", "him", "his", "himself", "she", "her", "hers", "herself",
+    "its", "itself", "our", "ours", "ourselves", "they", "them", "their", "theirs", "themselves", "the",
+}  # fmt: skip
+_FUNCTION_WORDS = {
+    "and", "but", "nor", "not", "now", "then", "than", "that", "this", "these", "those", "when", "what", "which",
+    "who", "whom", "whose", "why", "how", "also", "very", "too", "was", "were", "been", "has", "have", "had",
+    "does", "did", "today", "tonight", "tomorrow", "yesterday",
+}  # fmt: skip
+# The words a closed compound takes after a plural ("craftsman", "sportswear", "townspeople").
+_AFTER_PLURAL = {"man", "men", "woman", "women", "wear", "people", "folk", "person", "persons"}
+_CLOSED_CLASS = _PRONOUNS | _FUNCTION_WORDS | {"men", "women", "children", "here", "there", "where"}
+_GRAMMATICAL_REPEATS = {"that", "had"}  # "he knows that that film", "he had had enough"
 # Occupations that are not a job noun and take no article (slots.job_phrase writes "he is retired").
 _NOT_A_NOUN = {"retired"}
 _BEFORE_ADJECTIVE = {"is", "was", "now", "being", "recently", "happily", "newly", "fully", "became", "s", "long"}
@@ -88,22 +110,96 @@ def _record_words(user: Mapping) -> set[str]:
     return out
 
 
-def _inflected(word: str, words: frozenset[str]) -> bool:
-    if word in words:
-        return True
-    return any(word.endswith(e) and word[: -len(e)] in words for e in _INFLECTIONS) or (
-        word.endswith("ies") and word[:-3] + "y" in words
-    )
+def _stem(word: str, ending: str, words: frozenset[str]) -> str | None:
+    """The vocabulary word of three or more letters that ``ending`` turns into ``word``, or None: "d", "r" and
+    "st" follow an "e" ("admired"), "ies" and the like a "y" ("studies"), and a consonant may double ("flagged")."""
+    if not word.endswith(ending):
+        return None
+    stem = word[: -len(ending)] + ("y" if ending in _AFTER_Y else "")
+    if ending in _DOUBLING and len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] not in "aeiouy":
+        stem = stem if stem in words else stem[:-1]
+    if len(stem) < 3 or stem not in words or (ending in _AFTER_E and not stem.endswith("e")):
+        return None
+    return stem
+
+
+def _inflected_form(word: str, words: frozenset[str]) -> str:
+    """The ending that makes ``word`` an inflected form of a shorter vocabulary word ("years": "s"), or ""."""
+    return next((e for e in ("s", "es", "ed", "d", "ing") if _stem(word, e, words)), "")
+
+
+def _inflection(word: str, words: frozenset[str]) -> bool:
+    """A vocabulary word with one ending ("carpenters", "studies", "flagged"), on a stem that is neither a
+    closed-class word ("herselfs", "todays") nor an inflected form already ("enjoyedly", "yearsing"; an "-ing"
+    form takes "s" and "ly": "feelings", "lovingly")."""
+    for ending in _INFLECTIONS + _AFTER_E + _AFTER_Y:
+        stem = _stem(word, ending, words)
+        if stem and stem not in _CLOSED_CLASS:
+            stacked = _inflected_form(stem, words)
+            if not stacked or (stacked == "ing" and ending in ("s", "ly")):
+                return True
+    return False
+
+
+def _word(word: str, words: frozenset[str]) -> bool:
+    return word in words or _inflection(word, words)
+
+
+def _fragment(word: str) -> bool:
+    """A function word ("yearsnow") or an ending ("yearsing"): no compound ends with one."""
+    return word in _FUNCTION_WORDS or word in _INFLECTIONS
+
+
+def _content_word(word: str, words: frozenset[str]) -> bool:
+    return not _fragment(word) and _word(word, words)
+
+
+def _compound(word: str, words: frozenset[str]) -> bool:
+    """Two words of three or more letters run together ("sourdough", "birdwatching"), no pronoun first, the first
+    no verb form ("enjoyediving") and no plural before a word of three letters ("yearsdin"; "sportsman" aside),
+    unless it reads as well as an inflected word before a function word or an ending: "yearsnow" ("year" + "snow"
+    or "years" + "now"), "yearsing", "admireder" ("admire" + "der" or "admired" + "er"). Where the rest is a
+    fragment ("yearsaving": "years" + "aving") a rule cannot tell glue from a compound ("hairstyle": "hairs" +
+    "tyle"; "subsection"), so the compound stands."""
+    for i in range(3, len(word) - 2):
+        first, second = word[:i], word[i:]
+        if first not in words or first in _PRONOUNS or not _content_word(second, words):
+            continue
+        inflected = _inflected_form(first, words)
+        plural = inflected in ("s", "es") and (len(second) > 3 or second in _AFTER_PLURAL)  # "newsroom", "sportsman"
+        if inflected and not plural:  # "enjoyediving", "yearsdin"
+            continue
+        glued = any(
+            second.startswith(e) and _inflected_form(first + e, words) == e and _fragment(second[len(e) :])
+            for e in ("s", "es", "ed", "d", "ing")
+        )
+        if not glued:
+            return True
+    return False
 
 
 def _known(word: str, words: frozenset[str]) -> bool:
-    """A short word, a vocabulary word, one inflected, or two of them run together ("sourdough", "birdwatching":
-    the vocabulary holds the words a model writes in one token, and many compounds take two)."""
-    if len(word) < 3 or _inflected(word, words):
+    """A short word, a vocabulary word, one inflected, one with a prefix ("rewatches"), or two run together (the
+    vocabulary holds the words a model writes in one token, and many compounds take two)."""
+    if len(word) < 3 or _word(word, words):
         return True
-    if any(word.startswith(p) and _inflected(word[len(p) :], words) for p in _PREFIXES):
+    if any(word.startswith(p) and len(word) - len(p) >= 3 and _word(word[len(p) :], words) for p in _PREFIXES):
         return True
-    return any(word[:i] in words and _inflected(word[i:], words) for i in range(3, len(word) - 2))
+    return _compound(word, words)
+
+
+def repeated_words(text: str) -> list[str]:
+    """A word said twice in a row with no punctuation between, or with an ending the second time ("enjoyedly
+    enjoyedly", "adventure adventures", "fashion fashion"); "that that" and "had had" are English."""
+    found = []
+    tokens = re.findall(r"[A-Za-z]+|[^A-Za-z\s]", text)
+    for first, second in zip(tokens, tokens[1:], strict=False):
+        a, b = first.lower(), second.lower()
+        if not (a.isalpha() and b.isalpha()) or a in _GRAMMATICAL_REPEATS or len(a) < 2:
+            continue
+        if a == b or (len(a) >= 3 and b.startswith(a) and b[len(a) :] in _INFLECTIONS):
+            found.append(f"{first} {second}")
+    return list(dict.fromkeys(found))
 
 
 def unknown_words(text: str, user: Mapping, words: Iterable[str] | None = None) -> list[str]:
@@ -180,4 +276,7 @@ def fluency_problems(text: str, user: Mapping) -> list[str]:
     unknown = unknown_words(text, user)
     if unknown:
         problems.append(f"{UNKNOWN_WORDS}: {', '.join(repr(w) for w in unknown[:3])}")
+    repeated = repeated_words(text)
+    if repeated:
+        problems.append(f"{REPEATED_WORD}: {', '.join(repr(w) for w in repeated[:3])}")
     return problems + contradictions(text, user)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from suber_data.descriptions.checks import check_row
-from suber_data.descriptions.fluency import fluency_problems, unknown_words
+from suber_data.descriptions.fluency import fluency_problems, repeated_words, unknown_words
 from suber_data.descriptions.slots import job_phrase, slot_values
 
 MAN = {"user_id": 1, "seed": 42, "sex": "M", "age": 34, "first_name": "Tom", "last_name": "Reyes"}
@@ -71,6 +71,48 @@ def test_frame_sentences_pass_and_the_vocabulary_takes_compounds_and_inflections
     assert check_row(text, user) == []
     assert unknown_words("birdwatching, bakers, carpenters and studies", user) == []
     assert unknown_words("a trucbader and a Truk", user) == ["trucbader", "Truk"]
+
+
+# Words of SmolLM2 texts that passed the vocabulary rule before it learnt which endings and compounds are words
+# (the 200 movie users of docs/descriptions.md): endings on an inflected form or a pronoun, compounds that read
+# as an inflected word before a function word or an ending, a pronoun glued to a word.
+INVENTED = [
+    ("which he has enjoyedly over the years", "enjoyedly"),
+    ("he has been doing this job for 30 yearsing", "yearsing"),
+    ("he has been a driving instructor for 2 yearsnow", "yearsnow"),
+    ("she has been doing this job for many yearsbut she has recently started", "yearsbut"),
+    ("his wife makes herselfs the best cat food in the world", "herselfs"),
+    ("he is the greatest admireder of the film-making industry", "admireder"),
+    ("she does not like being judged by likemens", "likemens"),
+    ("the music of the band todays playing", "todays"),
+    ("he has been doing it for many yearsdin", "yearsdin"),  # a books user of the 100-user run
+]
+REPEATED = [  # immediate repetitions the same run wrote
+    "which he has enjoyed enjoyed over the years", "a schoolchild, he loves adventure adventures",
+    "an apprentice of an old-fashion fashion designer", "he loves to read comic comic books",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "word"), INVENTED, ids=[i[1] for i in INVENTED])
+def test_invented_and_glued_words_fail(text, word):
+    assert unknown_words(text, MAN) == [word]
+    assert any(p.startswith("not a word of the vocabulary") for p in fluency_problems(text, MAN))
+
+
+@pytest.mark.parametrize("text", REPEATED)
+def test_a_word_said_twice_in_a_row_fails(text):
+    assert any(p.startswith("a word said twice in a row") for p in fluency_problems(text, MAN))
+
+
+def test_real_inflections_compounds_and_repeats_pass():
+    good = (
+        "admirer adventurer funniest happily studied flagged skipping bigger lovingly feelings excitedly carpenters "
+        "rewatches sourdough birdwatching granddaughter lighthearted haircut craftsmen detour newsroom sportsman"
+    )
+    assert unknown_words(good, {}) == []
+    for text in ("he knows that that film is his", "he had had enough of it", "he loves films, films of all kinds",
+                 "he loves love stories", "Comedy. Comedy is what he watches"):  # fmt: skip
+        assert repeated_words(text) == [], text
 
 
 def test_every_packaged_variant_has_a_frame_for_each_kind_of_user():
