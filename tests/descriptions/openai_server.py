@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 _WORDS = (  # words of the fluency check's vocabulary (fluency.py), as a real model's answers mostly are
     "maps lanterns harbour violin bread tides orchard kites clocks ferns chalk compass lighthouse honey "
     "puzzles radios rivers sketches tea trains tulips weather wool calendars beetles bicycles canals soup "
-    "comets dunes embers fountains gables hedges islands jam kettles ladders meadows mosaics nettles boats "
+    "comets dunes embers fountains gables hedges islands jam kettles ladders meadows mosaics candles boats "
     "pebbles quilts reeds saddles buttons umbrellas vines walnuts yarn guitars"
 )
 WORDS = _WORDS.split(" ")
