@@ -121,7 +121,24 @@ def discretised_normal(mean: np.ndarray, sd: float, values: np.ndarray) -> np.nd
     return p / p.sum(axis=1, keepdims=True)
 
 
-class CFRater(Rater):
+class PredictionRater(Rater):
+    """A rater that answers from a fitted model's point prediction (``self.model.predict(users, items)``) as a
+    normal with spread ``self.sd``, discretised onto the scale: what the cf and hybrid raters share."""
+
+    def _open(self, ds, scale: str | None, feature: str) -> None:
+        ds.require("users", f"{feature} (it fits on the users' own ratings)")
+        self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
+        self.values = np.asarray(self.scale.values)
+
+    def expected(self, req: Requests) -> np.ndarray:
+        """The model's point prediction on the rater's scale (before discretising)."""
+        return self.model.predict(np.asarray(req.users, np.int64), np.asarray(req.items, np.int64))
+
+    def distribution(self, req: Requests) -> np.ndarray:
+        return discretised_normal(self.expected(req), self.sd, self.values)
+
+
+class CFRater(PredictionRater):
     """Ratings from matrix factorisation of the users' history (not an LLM); see the module's docstring."""
 
     name = "cf"
@@ -137,21 +154,12 @@ class CFRater(Rater):
         validation: float = 0.1,
         seed: int = 0,
     ):
-        ds.require("users", "the cf rater (it fits on the users' own ratings)")
-        self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
-        self.values = np.asarray(self.scale.values)
+        self._open(ds, scale, "the cf rater")
         hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
         fit = fitted_cf(ds, self.scale, validation, hp)
         self.model, self.validation_rmse = fit.model, fit.rmse
         self.sd = self.validation_rmse if np.isfinite(self.validation_rmse) else 1.0
         self.settings = {**hp, "validation": validation, "sd": self.sd, "library": "cornac MF"}
-
-    def expected(self, req: Requests) -> np.ndarray:
-        """The model's point prediction on the rater's scale (before discretising)."""
-        return self.model.predict(np.asarray(req.users, np.int64), np.asarray(req.items, np.int64))
-
-    def distribution(self, req: Requests) -> np.ndarray:
-        return discretised_normal(self.expected(req), self.sd, self.values)
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dataset import DatasetError
-from ..scales import get_scale
-from .base import Rater, Requests
-from .cf import CFModel, discretised_normal, fitted_cf, history_triples
+from .cf import CFModel, PredictionRater, fitted_cf, history_triples
 
 COLD = 5.0  # an item with this many history ratings gets half of the cold-item part of the correction
 PENALTIES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
@@ -142,7 +140,7 @@ def fit_hybrid(first: CFModel, model: CFModel, validation: np.ndarray, triples, 
     return HybridModel(model, text_side(z, users, items, ratings, n_users), weights, rmse, cf_rmse, penalty)
 
 
-class HybridRater(Rater):
+class HybridRater(PredictionRater):
     """CF plus a correction learnt from the items' text embeddings (not an LLM); see the module's docstring."""
 
     name = "hybrid"
@@ -159,27 +157,18 @@ class HybridRater(Rater):
         text_rank: int = 16,
         seed: int = 0,
     ):
-        ds.require("users", "the hybrid rater (it fits on the users' own ratings)")
+        self._open(ds, scale, "the hybrid rater")
         if ds.item_embeddings is None:
             raise DatasetError(
                 f"{ds.path / 'item_embeddings.parquet'}: the hybrid rater reads the items' text embeddings and this "
                 "dataset has none; build it with an embedding model (suber-data build ... --embedding-model M)"
             )
-        self.ds, self.scale = ds, get_scale(scale or ds.rater_scale)
-        self.values = np.asarray(self.scale.values)
         hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
         self.model = _fitted(ds, self.scale, validation, hp, text_rank)
         self.sd = self.model.rmse if np.isfinite(self.model.rmse) else 1.0
         self.settings = {**hp, "validation": validation, "text_rank": text_rank, "sd": self.sd,
                          "cf_validation_rmse": self.model.cf_rmse, "penalty": self.model.penalty,
                          "corrected": self.model.weights is not None, "library": "cornac MF + numpy ridge"}  # fmt: skip
-
-    def expected(self, req: Requests) -> np.ndarray:
-        """The corrected point prediction on the rater's scale (before discretising)."""
-        return self.model.predict(np.asarray(req.users, np.int64), np.asarray(req.items, np.int64))
-
-    def distribution(self, req: Requests) -> np.ndarray:
-        return discretised_normal(self.expected(req), self.sd, self.values)
 
 
 # one per CF fit and settings (the evaluation builds a rater per block); the CF fit is kept beside its model so
