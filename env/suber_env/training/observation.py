@@ -72,6 +72,11 @@ class TasteObservation(VecEnvWrapper):
         return self.venv.env_method(method_name, *method_args, indices=indices, **method_kwargs)
 
 
+def page_width(ds, behaviour: np.ndarray) -> int:
+    """The length of :func:`page_features`' rows for ``ds`` and its behaviour table."""
+    return 2 * ds.genres.shape[1] + behaviour.shape[1] + ds.n_items
+
+
 def page_features(ds, behaviour: np.ndarray, users: np.ndarray, views: np.ndarray) -> np.ndarray:
     """``[liked genres, disliked genres, behaviour features, viewed items]`` per slot, float32."""
     return np.concatenate(

@@ -18,7 +18,7 @@ from ..page_core import behaviour_table
 from ..pages import PagesVectorEnv
 from ..rl import SB3VecEnv
 from .hparams import PAGE_HPARAMS
-from .observation import page_features
+from .observation import page_features, page_width
 
 
 class PageObservation(VecEnvWrapper):
@@ -27,7 +27,7 @@ class PageObservation(VecEnvWrapper):
     def __init__(self, venv: SB3VecEnv):
         self.core = venv.venv.core
         ds = self.core.ds
-        width = 2 * ds.genres.shape[1] + self.core.behaviour.shape[1] + ds.n_items
+        width = page_width(ds, self.core.behaviour)
         super().__init__(venv, observation_space=spaces.Box(0.0, 1.0, (width,), np.float32))
 
     def _features(self, users, views) -> np.ndarray:
@@ -145,7 +145,7 @@ def load_page_model(final: Path, ds, page_size: int | None = None):
 
     algo = Path(final).parents[1].name.removeprefix("pages-")
     model = {"ppo": sb3.PPO, "a2c": sb3.A2C}[algo].load(str(final), device="cpu")
-    width = 2 * ds.genres.shape[1] + behaviour_table(ds).shape[1] + ds.n_items
+    width = page_width(ds, behaviour_table(ds))
     nvec = tuple(model.action_space.nvec)
     if model.observation_space.shape != (width,) or set(nvec) != {ds.n_items} or page_size not in (None, len(nvec)):
         raise ValueError(f"{final}: trained on another dataset or page size (observation, action spaces differ)")

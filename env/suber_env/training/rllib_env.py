@@ -20,7 +20,7 @@ from gymnasium import spaces
 
 from ..env import SuberVectorEnv
 from ..pages import PagesVectorEnv
-from .observation import page_features, taste_features
+from .observation import page_features, page_width, taste_features
 
 try:
     from gymnasium.vector import AutoresetMode
@@ -99,7 +99,7 @@ class NextStepPages(_NextStep):
 
     def __init__(self, venv: PagesVectorEnv):
         self.behaviour = venv.core.behaviour
-        super().__init__(venv, 2 * venv.ds.genres.shape[1] + self.behaviour.shape[1] + venv.ds.n_items)
+        super().__init__(venv, page_width(venv.ds, self.behaviour))
 
     def _features(self, users: np.ndarray, views: np.ndarray) -> np.ndarray:
         return page_features(self.ds, self.behaviour, users, views)

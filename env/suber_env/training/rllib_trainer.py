@@ -201,9 +201,10 @@ def load_page_module(checkpoint: str | Path, ds, page_size: int | None = None):
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     from ..page_core import behaviour_table
+    from .observation import page_width
 
     module = RLModule.from_checkpoint(module_path(checkpoint))
-    width = 2 * ds.genres.shape[1] + behaviour_table(ds).shape[1] + ds.n_items
+    width = page_width(ds, behaviour_table(ds))
     fits = module.observation_space.shape == (width,) and module.model_config["n_items"] == ds.n_items
     if not fits or page_size not in (None, module.page_size):
         raise ValueError(f"{checkpoint}: trained on another dataset or page size (observation, action spaces differ)")
