@@ -44,6 +44,7 @@ _PREFIXES = ("re", "un", "non", "pre", "mis", "dis", "over", "under", "out", "co
 _INFLECTIONS = ("s", "es", "ed", "ing", "ly", "er", "ers", "est", "ness", "ful")
 _AFTER_E = ("d", "r", "rs", "st")  # "admired", "admirer", "nicest"
 _DOUBLING = ("ed", "ing", "er", "ers", "est")  # "flagged", "skipping", "bigger": the consonant doubles
+_FORMS = ("s", "es", "ed", "d", "ing")  # the endings that make an inflected form ("years", "admired", "saving")
 _AFTER_Y = ("ies", "ied", "ier", "iest", "ily", "iness")  # "studies", "funniest": y turns to i
 # Closed-class words: none takes an ending ("herselfs", "todays", "mens"), a pronoun begins no compound ("herselfs"
 # as "her" + "selfs") and a function word ends none ("yearsnow" as "years" + "now", "yearsbut").
@@ -125,7 +126,7 @@ def _stem(word: str, ending: str, words: frozenset[str]) -> str | None:
 
 def _inflected_form(word: str, words: frozenset[str]) -> str:
     """The ending that makes ``word`` an inflected form of a shorter vocabulary word ("years": "s"), or ""."""
-    return next((e for e in ("s", "es", "ed", "d", "ing") if _stem(word, e, words)), "")
+    return next((e for e in _FORMS if _stem(word, e, words)), "")
 
 
 def _inflection(word: str, words: frozenset[str]) -> bool:
@@ -171,7 +172,7 @@ def _compound(word: str, words: frozenset[str]) -> bool:
             continue
         glued = any(
             second.startswith(e) and _inflected_form(first + e, words) == e and _fragment(second[len(e) :])
-            for e in ("s", "es", "ed", "d", "ing")
+            for e in _FORMS
         )
         if not glued:
             return True
