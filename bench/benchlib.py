@@ -123,35 +123,12 @@ def tiny_llm() -> Path:
     (seed 0). Loaded as any local model is (``from_pretrained(folder)``)."""
     from filelock import FileLock
 
+    if str(ROOT) not in sys.path:  # the writer lives with the tests' support code
+        sys.path.insert(0, str(ROOT))
+    from tests.support.tiny_llm import write_tiny_llm
+
     folder = smoke_cache() / "tiny-smollm2-architecture"
     with FileLock(smoke_cache() / "tiny-llm.lock"):
         if not (folder / "config.json").exists():
-            _write_tiny_llm(folder)
+            write_tiny_llm(folder, smollm2_dir(), SMOLLM2_GGUF)
     return folder
-
-
-def _write_tiny_llm(folder: Path) -> None:
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tok = AutoTokenizer.from_pretrained(smollm2_dir(), gguf_file=SMOLLM2_GGUF)
-    config = LlamaConfig(  # SmolLM2-135M's settings, but 2 layers of width 64 instead of 30 of width 576
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=8192,
-        rms_norm_eps=1e-5,
-        rope_theta=100000.0,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    torch.manual_seed(0)
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=smoke_cache()))
-    LlamaForCausalLM(config).save_pretrained(staging)
-    tok.save_pretrained(staging)
-    staging.rename(folder)

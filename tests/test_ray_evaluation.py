@@ -84,14 +84,13 @@ def test_oracle_on_ray_from_the_command_equals_the_single_process_run(cluster, s
     assert again.exit_code == 0 and f"{one['ratings']['blocks']} reused" in again.output  # nothing rated twice
 
 
-def test_smollm2_ratings_on_ray_are_the_single_process_bytes(cluster, sample, tmp_path):
+def test_llm_ratings_on_ray_are_the_single_process_bytes(cluster, sample, tmp_path, tiny_llm):
+    """A local transformers rater (the tiny model of SmolLM2's architecture and tokenizer: the bytes are the
+    point; env/tests/test_rater_llm.py rates with SmolLM2 itself) on Ray against one process."""
     pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
-    sys.path.insert(0, str(ROOT / "env" / "tests"))
     import torch
-    from suber_env_testdata import SMOLLM2_GGUF, smollm2_dir
 
-    model = dict(path=str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, device="cpu")
+    model = dict(path=str(tiny_llm), device="cpu")
     # cold requests (genre) and requests with a history in the prompt (people): 8 requests, 2 blocks
     settings = dict(suite=("genre", "people"), genre_items=1, max_genres=2, block_size=4)
     settings |= dict(people_users=2, people_holdout=2, people_history=3)
