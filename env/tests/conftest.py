@@ -66,19 +66,25 @@ def movies(movies_dir):
 
 
 @pytest.fixture(scope="session")
-def smollm2_tokenizer():
-    pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
-    from transformers import AutoTokenizer
+def smollm2(smollm2_folder):
+    """(model, tokenizer): the GGUF dequantised to float32 on the CPU (through its converted folder, as the env's
+    ``load_model`` reads it; test_gguf_folder.py holds the two equal)."""
+    from suber_env.raters.transformers_rater import load_model
 
-    return AutoTokenizer.from_pretrained(smollm2_dir(), gguf_file=SMOLLM2_GGUF)
+    return load_model(str(smollm2_folder))
 
 
 @pytest.fixture(scope="session")
-def smollm2(smollm2_tokenizer):
-    """(model, tokenizer): the GGUF dequantised to float32 on the CPU."""
-    import torch
-    from transformers import AutoModelForCausalLM
+def smollm2_folder():
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    from suber_env.raters.gguf_folder import gguf_as_folder
 
-    model = AutoModelForCausalLM.from_pretrained(smollm2_dir(), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
-    return model, smollm2_tokenizer
+    return gguf_as_folder(smollm2_dir(), SMOLLM2_GGUF)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_folder):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_folder)

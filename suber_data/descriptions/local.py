@@ -26,6 +26,7 @@ import torch
 from suber_data.descriptions import decoding_aids
 from suber_data.descriptions.base import BackendInfo, Output
 from suber_data.descriptions.decoding_aids import RepeatGuard, ban_repeats
+from suber_data.descriptions.gguf_folder import gguf_as_folder
 from suber_data.descriptions.grammar import guidance_program, parse_output
 from suber_data.descriptions.program import Choice, Decoding, Free, Request, forced_strings, is_real
 from suber_data.errors import SuberDataError
@@ -92,10 +93,12 @@ class LocalBackend:
             kwargs["gguf_file"] = gguf_file
         if info.revision and info.backend == "transformers" and not Path(name_or_path).exists():
             kwargs["revision"] = info.revision
+        placement = {"device_map": device} if device.startswith("cuda") else {}  # load straight onto the GPU
         try:
-            tokenizer = AutoTokenizer.from_pretrained(name_or_path, **kwargs)
-            placement = {"device_map": device} if device.startswith("cuda") else {}  # load straight onto the GPU
             with without_bars("GGUF tensors", "Loading weights"):  # transformers draws both on every load
+                if folder := gguf_as_folder(name_or_path, gguf_file) if gguf_file else None:  # gguf_folder.py: why
+                    name_or_path, kwargs = str(folder), {}
+                tokenizer = AutoTokenizer.from_pretrained(name_or_path, **kwargs)
                 model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **placement, **kwargs)
         except (OSError, ValueError) as exc:
             raise SuberDataError(

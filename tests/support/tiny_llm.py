@@ -14,9 +14,10 @@ def write_tiny_llm(folder: Path, smollm2: Path, gguf_file: str) -> Path:
     GGUF (``smollm2 / gguf_file``) and a LlamaForCausalLM of SmolLM2's configuration cut to 2 layers of width 64,
     random weights (seed 0)."""
     import torch
+    from suber_env.raters.gguf_folder import gguf_as_folder
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    tok = AutoTokenizer.from_pretrained(smollm2, gguf_file=gguf_file)
+    tok = AutoTokenizer.from_pretrained(gguf_as_folder(smollm2, gguf_file))  # the GGUF's tokenizer, converted once
     config = LlamaConfig(  # SmolLM2-135M's settings, but 2 layers of width 64 instead of 30 of width 576
         vocab_size=len(tok),
         hidden_size=64,

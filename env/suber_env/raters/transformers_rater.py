@@ -385,7 +385,10 @@ def load_model(path: str, gguf_file: str | None = None, device: str | None = Non
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    from .gguf_folder import gguf_as_folder
+
+    folder = gguf_as_folder(path, gguf_file) if gguf_file else None
+    path, extra = (str(folder), {}) if folder else (path, {"gguf_file": gguf_file} if gguf_file else {})
     tok = AutoTokenizer.from_pretrained(path, **extra)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32, **extra)
     if device:
