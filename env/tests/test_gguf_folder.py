@@ -26,6 +26,9 @@ def test_the_converted_folder_is_the_gguf_model_and_is_written_once(tmp_path, mo
     written = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     assert gguf_as_folder(smollm2_dir(), SMOLLM2_GGUF) == folder  # reused, not rewritten
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == written
+    # suber_data's copy (the env imports no suber_data) names the same folder, so the two share the conversion
+    data_copy = pytest.importorskip("suber_data.descriptions.gguf_folder")
+    assert data_copy.gguf_as_folder(smollm2_dir(), SMOLLM2_GGUF) == folder
 
     direct_tok = AutoTokenizer.from_pretrained(smollm2_dir(), gguf_file=SMOLLM2_GGUF)
     direct = AutoModelForCausalLM.from_pretrained(smollm2_dir(), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
