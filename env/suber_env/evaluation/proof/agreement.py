@@ -304,8 +304,8 @@ def p_value(observed: float, null: np.ndarray) -> float | None:
 
 
 INTERVAL = (
-    "re-centred percentile: point + (2.5% and 97.5% quantiles of the bootstrap draws - their mean); the draws' "
-    "spread, centred on the point figure (the item reweighting shifts the draws' own centre)"
+    "re-centred percentile: the point figure + (the 2.5% and 97.5% quantiles of the bootstrap draws - the draws' "
+    "mean), the draws' spread centred on the figure"
 )
 BOUNDS = {"tau": (-1.0, 1.0), "pairwise": (0.0, 1.0)}
 
