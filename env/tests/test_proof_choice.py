@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from suber_env import load_dataset
 from suber_env.choosers import ExposureChooser, page_requests
+from suber_env.evaluation.proof.agreement import INTERVAL
 from suber_env.evaluation.proof.choice import DESIGNS, choice_pages, history_counts, run_choice, score_pages
 from suber_env.evaluation.proof.data import GroundedSplit, pair_keys
 from suber_env.evaluation.proof.synthetic import planted_split
@@ -230,10 +231,12 @@ def test_the_cli_writes_the_choice_table(real_movies_dir, tmp_path):
         assert set(choice["designs"][design]["choosers"]) == {"random", "popularity", "oracle", "oracle_shuffled",
                                                               "exposure", "exposure_shuffled"}  # fmt: skip
     assert choice["protocol"]["people"] >= 2 and choice["protocol"]["like_threshold"] == 4.0
+    assert choice["protocol"]["interval"] == INTERVAL
     assert choice["protocol"]["choosers"]["exposure"]["fitted_on"].startswith("user_ratings.parquet")
     report = (out / "report.md").read_text()
     assert "### Choice (Agent4Rec's 1:1, 1:3, 1:9" in report and "| exposure | exposure_shuffled | 1:9 |" in report
     assert "top1 1:9 uniform [95%]" in report and "top1 1:9 matched [95%]" in report
+    assert report.count(INTERVAL) >= 2  # the agreement's and the choice table's intervals, one method
     bad = CliRunner().invoke(app, [*args[:4], "--grounded-choosers", "psychic", "--out", str(tmp_path / "x")])
     assert bad.exit_code != 0 and "psychic" in bad.output
 

@@ -22,6 +22,7 @@ from suber_env.evaluation.proof import (
     uniform_simulator,
     with_controls,
 )
+from suber_env.evaluation.proof.agreement import INTERVAL
 from suber_env.evaluation.proof.synthetic import planted_split
 
 PANEL = [
@@ -64,6 +65,7 @@ def test_result_is_strict_json_with_every_part(result):
     fair = back["protocol"]["subsets"]["fair"]
     assert fair == [n for n in PANEL if n not in ("content_genres", "anti_mf", "anti_popularity")]
     assert back["protocol"]["headline_subset"] == "fair" and back["protocol"]["primary_metric"] == "mean_rating"
+    assert back["protocol"]["interval"] == INTERVAL  # metrics.json says how its intervals are formed
 
 
 def test_cf_control_beats_random_and_flat_cannot_rank(result):
@@ -113,6 +115,7 @@ def test_markdown_names_every_simulator_recommender_and_comparison(result):
         assert f"| {name} " in md
     assert "rater inputs" in md and "item-effect null" in md and "Headline: protocol R" in md
     assert "| flat | cf_knn | R | pairwise |" in md
+    assert INTERVAL in md  # the report names its interval method
 
 
 def test_each_pair_is_rated_once(split):

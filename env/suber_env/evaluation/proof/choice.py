@@ -21,7 +21,8 @@ A chooser gives every slot of a page a pick probability. Per design and ratio:
 * ``mean_rank``: the real item's rank on its page (1 = first, ties at their mid rank; (size + 1) / 2 by chance).
 
 Pages are pooled over people; intervals come from the proof's people bootstrap (agreement.people_draws: people
-resampled with all their pages). Controls on the same pages: ``random`` (uniform random probabilities, seeded),
+resampled with all their pages), formed by the proof's one interval (agreement.interval: the draws' spread centred
+on the point figure). Controls on the same pages: ``random`` (uniform random probabilities, seeded),
 ``popularity`` (history counts: on uniform pages the bar a chooser has to clear, on matched pages chance by
 construction) and every chooser asked as another person (``<name>_shuffled``, the proof's derangement). Paired
 differences use the same draws for both sides, and both designs the same draws of the people.
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .agreement import interval, people_draws
+from .agreement import INTERVAL, interval, people_draws
 from .anchors import _rank_within
 from .controls import derangement
 from .data import GroundedSplit, pair_keys
@@ -268,9 +269,8 @@ def _design(pages: ChoicePages, design: str, every: dict, models, boots: int, se
                 for s in STATISTICS:
                     draws[s][sl] = (w @ per[s]) / den
             boots_of[name][r] = draws
-            results[name][f"1:{r}"] = {
-                s: {"value": float(per[s].sum() / n_pages.sum()), "ci95": interval(draws[s])} for s in STATISTICS
-            }
+            value = {s: float(per[s].sum() / n_pages.sum()) for s in STATISTICS}
+            results[name][f"1:{r}"] = {s: {"value": value[s], "ci95": interval(draws[s], value[s])} for s in STATISTICS}
             results[name][f"1:{r}"]["chance"] = {"top1": 1.0 / (r + 1), "mean_rank": (r + 2) / 2.0}
     paired = []
     for name in models:
@@ -278,7 +278,7 @@ def _design(pages: ChoicePages, design: str, every: dict, models, boots: int, se
             for r in pages.slots:
                 for s in STATISTICS:
                     a, b = results[name][f"1:{r}"][s]["value"], results[control][f"1:{r}"][s]["value"]
-                    ci = interval(boots_of[name][r][s] - boots_of[control][r][s])
+                    ci = interval(boots_of[name][r][s] - boots_of[control][r][s], a - b)
                     better = ci[0] is not None and (ci[0] > 0 if s == "top1" else ci[1] < 0)  # a lower rank is better
                     paired.append({"chooser": name, "control": control, "ratio": f"1:{r}", "statistic": s,
                                    "difference": a - b, "ci95": ci, "beats": bool(better)})  # fmt: skip
@@ -344,6 +344,7 @@ def run_choice(
         "people_without_room": pages.skipped_people,
         "pages_per_ratio": len(pages.positive),
         "boots": boots,
+        "interval": INTERVAL,
         "seed": seed,
         "chance": {f"1:{r}": {"top1": 1.0 / (r + 1), "mean_rank": (r + 2) / 2.0} for r in ratios},
     }

@@ -212,7 +212,8 @@ def choice_markdown(choice: dict) -> list[str]:
         f"{d['matched']['one_sided_pages']} pages had to take more negatives from one side). Median distance in "
         f"history count from a negative to the real item: {gaps}. top1: share of pages whose real item gets the "
         "highest pick probability (ties: a random draw among them); mean rank: the real item's place (1 = "
-        f"first). Intervals: {p['boots']} bootstrap draws of the people, the same for both designs."
+        f"first). Intervals: {p['boots']} bootstrap draws of the people, the same for both designs; "
+        f"{p.get('interval', 'plain percentile (before the re-centring)')}."
     )
     fits = p.get("choosers") or {}
     if fits:
@@ -271,10 +272,10 @@ def markdown(result: dict) -> str:
         f"Counterfactual agreement, k = {p['k']}. {named}. Headline: protocol {headline_protocol(result)}, the "
         f"'{p['headline_subset']}' panel (no recommender that reads the rater's inputs, no anti-recommender), "
         f"{p['primary_metric']}. Intervals: {p['boots']} two-way bootstrap draws (people resampled, items "
-        f"reweighted). p: one-sided against {p['perms']} draws of the item-effect null (each item one random "
-        "value, the same for everyone); whether a simulator uses who the person is: its paired difference with "
-        "its persona-shuffled control. The calibration is fitted on "
-        f"{p['calibration_cut']} history ratings no simulator saw."
+        f"reweighted), {p.get('interval', 'plain percentile (before the re-centring)')}. p: one-sided against "
+        f"{p['perms']} draws of the item-effect null (each item one random value, the same for everyone); whether "
+        "a simulator uses who the person is: its paired difference with its persona-shuffled control. The "
+        f"calibration is fitted on {p['calibration_cut']} history ratings no simulator saw."
     )
     if p["skipped_protocols"]:
         intro += f" Skipped (too few users): {', '.join(p['skipped_protocols'])}."

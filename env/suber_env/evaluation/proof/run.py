@@ -8,6 +8,8 @@ import time
 import numpy as np
 
 from .agreement import (
+    BOUNDS,
+    INTERVAL,
     METRICS,
     PRIMARY,
     Resampler,
@@ -124,8 +126,8 @@ def _agreement_on(pk, resampler: Resampler, nulls: dict, subsets: dict, values: 
             tau, pair = statistics(sim[:, idx], real[m][:, idx])
             null, b = nulls[(m, s)], boot[(m, s)]
             stats[m][s] = {
-                "kendall_tau": summary(tau, b["tau"], null["tau"]),
-                "pairwise": summary(pair, b["pairwise"], null["pairwise"]),
+                "kendall_tau": summary(tau, b["tau"], null["tau"], BOUNDS["tau"]),
+                "pairwise": summary(pair, b["pairwise"], null["pairwise"], BOUNDS["pairwise"]),
             }
     return {"sim_scores": dict(zip(pk.names, sim.mean(axis=0), strict=True)), "stats": stats}, boot
 
@@ -200,8 +202,8 @@ def paired(boots: dict, results: dict, comparisons: list[tuple[str, str]], subse
                     key = "tau" if stat == "kendall_tau" else "pairwise"
                     va = results[a]["agreement"][p]["stats"][PRIMARY][s][stat]["value"]
                     vb = results[b]["agreement"][p]["stats"][PRIMARY][s][stat]["value"]
-                    ci = interval(boots[a][p][(PRIMARY, s)][key] - boots[b][p][(PRIMARY, s)][key])
                     diff = va - vb if va is not None and vb is not None else None
+                    ci = interval(boots[a][p][(PRIMARY, s)][key] - boots[b][p][(PRIMARY, s)][key], diff)
                     beats = ci[0] is not None and ci[0] > 0
                     rows.append({"simulator": a, "control": b, "protocol": p, "subset": s, "statistic": stat,
                                  "difference": diff, "ci95": ci, "beats": beats})  # fmt: skip
@@ -239,18 +241,19 @@ def run_proof(
             for p, pk in ctx.picks.items()}  # fmt: skip
     for p, rs in ctx.resamplers.items():  # each recommender's real score with its two-way bootstrap interval,
         boot, names = rs.real_means(), ctx.picks[p].names  # and its paired difference with popularity
-        real[p]["mean_rating_ci95"] = {n: interval(boot[:, j]) for j, n in enumerate(names)}
+        real[p]["mean_rating_ci95"] = {n: interval(boot[:, j], real[p][PRIMARY][n]) for j, n in enumerate(names)}
         if "popularity" in names:
             pop = names.index("popularity")
             real[p]["minus_popularity"] = {
                 n: {"difference": real[p][PRIMARY][n] - real[p][PRIMARY]["popularity"],
-                    "ci95": interval(boot[:, j] - boot[:, pop])}
+                    "ci95": interval(boot[:, j] - boot[:, pop], real[p][PRIMARY][n] - real[p][PRIMARY]["popularity"])}
                 for j, n in enumerate(names)
             }  # fmt: skip
     proto = {
         "k": ctx.k,
         "seed": ctx.seed,
         "boots": ctx.resamplers[next(iter(ctx.resamplers))].boots if ctx.resamplers else boots,
+        "interval": INTERVAL,
         "perms": ctx.perms,
         "n_users": split.n_users,
         "n_items": split.n_items,
