@@ -24,7 +24,7 @@ GLUED = [  # (the text as SmolLM2 wrote it in the books run, the word the check 
 ]
 REAL = (
     "sourdough birdwatching sportswear hairstyle hairstyles marmalade mountaineer mountaineers purveyor nautilus "
-    "puppetry alchemist gruff rosy craftsmen newsroom lighthearted"
+    "puppetry alchemist gruff craftsmen newsroom lighthearted"
 )
 
 
@@ -54,7 +54,8 @@ def test_names_of_the_record_pass_and_web_misspellings_fail():
     assert unknown_words("Mendebes", WOMAN) == ["Mendebes"]
     said = "she loves it alot, she couldnt say; the band todays playing"  # "dont" is a SmolLM2 token
     assert unknown_words(said, WOMAN) == ["alot", "couldnt", "todays"]
-    assert unknown_words("a Truk driver", MAN) == ["Truk"]
+    # four letters: the list is not asked ("rosy" a real word, "abit" glue, both fail)
+    assert unknown_words("a Truk driver, abit rosy", MAN) == ["Truk", "abit", "rosy"]
 
 
 def test_the_fixtures_descriptions_keep_passing():
