@@ -14,11 +14,12 @@ and no statement that contradicts the persona where a rule can see one (``checks
   capitalised word outside the record is held to the word list like any other, so a misspelt or made-up name
   costs a retry, and a common one, "London", "Curry", passes).
 - **English words**: the words of ``wordfreq`` (3.x, its "large" English list) at a Zipf frequency of 2.0 or more
-  (once in 10 million words of text), letters only: 89,656 words, "birdwatching" and "purveyor" among them,
+  (once in 10 million words of text), letters only: 84,178 words, "birdwatching" and "purveyor" among them,
   "Truk" (1.92), "skippin" (1.22) and any glue SmolLM2 writes ("yearswear", "markseter": 0) not. A compound is a
   word only if the list holds it whole: no rule on two vocabulary words tells "namecode" from "sourdough". Only
-  words of five letters or more: the list's shorter ones outside the vocabulary are mostly abbreviations, names
-  and glue ("abn", "aaj", "abit"; 4,164 of three letters, 5,057 of four).
+  words of four letters or more, those of four at Zipf 3.0 or more: the list's shorter or rarer ones outside the
+  vocabulary are mostly abbreviations, names and glue ("abn", "aaj", "abit"; 4,164 of three letters, 5,057 of
+  four at 2.0, 719 of four at 3.0: "noir", "rosy", "oars", but "bruh" and "imma" too).
   wordfreq rather than ``english-words`` (a 1934 Webster list and GCIDE): those lack "sourdough", "birdwatching"
   and "hairstyle", and a frequency floor cuts the rare junk of web text that a flat list cannot. wordfreq's code
   is Apache-2.0 and its data CC BY-SA 4.0 (read at run time, not shipped here); its 57 MB wheel is small beside
@@ -41,7 +42,8 @@ from pathlib import Path
 from suber_data.resources import asset_path
 
 ENGLISH_MIN_ZIPF = 2.0  # see the module's docstring: "purveyor" 2.55, "birdwatchers" 1.98, "Truk" 1.92
-ENGLISH_MIN_LETTERS = 5  # shorter words of the list are mostly abbreviations and names ("abn", "aaj", "abit")
+ENGLISH_MIN_LETTERS = 4  # shorter words of the list are mostly abbreviations and names ("abn", "aaj", "aac")
+ENGLISH_MIN_ZIPF_4 = 3.0  # four letters: "noir" 3.48, "rosy" 3.28, "oars" 3.01 pass; "abou" 2.75, "abit" 2.56 not
 _MISSPELT = {"alot", "aswell", "infact", "eachother", "atleast", "incase", "noone", "inorder", "everytime", "alittle"}
 VOCABULARY = "prompts/descriptions/vocabulary.txt"
 UNKNOWN_WORDS = "not a word of the vocabulary"
@@ -107,7 +109,8 @@ def english_words() -> frozenset[str]:
     floor = 10 ** (ENGLISH_MIN_ZIPF - 9)  # Zipf = log10(frequency per billion words)
     out = set()
     for word, f in freq.items():
-        if f < floor or not (word.isascii() and word.isalpha()) or word in _MISSPELT:
+        short = len(word) == 4 and f < 10 ** (ENGLISH_MIN_ZIPF_4 - 9)
+        if f < floor or short or not (word.isascii() and word.isalpha()) or word in _MISSPELT:
             continue
         if any(freq.get(f"{word[:i]}'{word[i:]}", 0) > f for i in range(1, len(word))):  # "dont", "todays"
             continue
@@ -180,7 +183,7 @@ def _word(word: str, words: frozenset[str]) -> bool:
 
 
 def _english(word: str, english: frozenset[str]) -> bool:
-    """A real English word of five letters or more, not an ending on a closed-class word ("todays", "mens")."""
+    """A real English word of four letters or more, not an ending on a closed-class word ("todays", "mens")."""
     closed = any(word.endswith(e) and word[: -len(e)] in _CLOSED_CLASS for e in _FORMS)
     return len(word) >= ENGLISH_MIN_LETTERS and word in english and not closed
 

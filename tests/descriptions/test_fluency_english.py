@@ -54,8 +54,8 @@ def test_names_of_the_record_pass_and_web_misspellings_fail():
     assert unknown_words("Mendebes", WOMAN) == ["Mendebes"]
     said = "she loves it alot, she couldnt say; the band todays playing"  # "dont" is a SmolLM2 token
     assert unknown_words(said, WOMAN) == ["alot", "couldnt", "todays"]
-    # four letters: the list is not asked ("rosy" a real word, "abit" glue, both fail)
-    assert unknown_words("a Truk driver, abit rosy", MAN) == ["Truk", "abit", "rosy"]
+    # three letters: the list is not asked; four: only its commoner words ("noir", "rosy"; not "abit", "Truk")
+    assert unknown_words("a Truk driver, abit rosy, loves film noir", MAN) == ["Truk", "abit"]
 
 
 def test_the_fixtures_descriptions_keep_passing():
