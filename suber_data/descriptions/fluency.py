@@ -7,10 +7,25 @@ and no statement that contradicts the persona where a rule can see one (``checks
   ("Nordic walking"), which a rule cannot tell from a stray capital.
 - **Whole words**: every word is a whole word of the vocabulary (``vocabulary.txt``: SmolLM2-135M's tokens that
   are a word with its leading space, lower-cased), or one of those with one ending or a prefix ("carpenters",
-  "admirer", "rewatches"), or two run together ("sourdough"), or a word of the user's record (names, titles). A
-  misspelt word ("trucbader", "Truk") is not; nor an ending on an inflected form or a pronoun ("enjoyedly",
-  "herselfs"), nor a word glued to a function word or an ending ("yearsnow", "yearsing"); nor, for now, a rare
-  word SmolLM2 spells in pieces ("marmalade", "oars").
+  "admirer", "rewatches"), or a real English word (``english_words``: "sourdough", "marmalade"), or a word of the
+  user's record (names, titles), with an ending too ("bushcrafting" for a "Bushcraft" hobby). A misspelt word
+  ("trucbader", "Truk") is not; nor an ending on an inflected form or a pronoun ("enjoyedly", "herselfs"), nor
+  words glued together ("yearsnow", "namecode", "yearsold"), nor an invented name ("Lillian Mendebes": a
+  capitalised word outside the record is held to the word list like any other, so a misspelt or made-up name
+  costs a retry, and a common one, "London", "Curry", passes).
+- **English words**: the words of ``wordfreq`` (3.x, its "large" English list) at a Zipf frequency of 2.0 or more
+  (once in 10 million words of text), letters only: 84,178 words, "birdwatching" and "purveyor" among them,
+  "Truk" (1.92), "skippin" (1.22) and any glue SmolLM2 writes ("yearswear", "markseter": 0) not. A compound is a
+  word only if the list holds it whole: no rule on two vocabulary words tells "namecode" from "sourdough". Only
+  words of four letters or more, those of four at Zipf 3.0 or more: the list's shorter or rarer ones outside the
+  vocabulary are mostly abbreviations, names and glue ("abn", "aaj", "abit"; 4,164 of three letters, 5,057 of
+  four at 2.0, 719 of four at 3.0: "noir", "rosy", "oars", but "bruh" and "imma" too).
+  wordfreq rather than ``english-words`` (a 1934 Webster list and GCIDE): those lack "sourdough", "birdwatching"
+  and "hairstyle", and a frequency floor cuts the rare junk of web text that a flat list cannot. wordfreq's code
+  is Apache-2.0 and its data CC BY-SA 4.0 (read at run time, not shipped here); its 57 MB wheel is small beside
+  torch in ``make demo``'s install. Web text's misspellings are taken out: a word whose form with an apostrophe is
+  the commoner ("dont", "todays", "mens"), the run-together ones in ``_MISSPELT`` ("alot", "infact"), and an
+  ending on a closed-class word ("todays").
 - **No word twice in a row**: "adventure adventures", "fashion fashion" ("that that" and "had had" aside).
 - **Contradictions**: an age ("a 4 year old girl", "aged 30") other than the user's; a child's word for an adult
   ("she is a girl") or a parent's or spouse's for a child; a family or life role of the other sex ("he is a
@@ -26,6 +41,10 @@ from pathlib import Path
 
 from suber_data.resources import asset_path
 
+ENGLISH_MIN_ZIPF = 2.0  # see the module's docstring: "purveyor" 2.55, "birdwatchers" 1.98, "Truk" 1.92
+ENGLISH_MIN_LETTERS = 4  # shorter words of the list are mostly abbreviations and names ("abn", "aaj", "aac")
+ENGLISH_MIN_ZIPF_4 = 3.0  # four letters: "noir" 3.48, "rosy" 3.28, "oars" 3.01 pass; "abou" 2.75, "abit" 2.56 not
+_MISSPELT = {"alot", "aswell", "infact", "eachother", "atleast", "incase", "noone", "inorder", "everytime", "alittle"}
 VOCABULARY = "prompts/descriptions/vocabulary.txt"
 UNKNOWN_WORDS = "not a word of the vocabulary"
 REPEATED_WORD = "a word said twice in a row"
@@ -57,8 +76,6 @@ _FUNCTION_WORDS = {
     "who", "whom", "whose", "why", "how", "also", "very", "too", "was", "were", "been", "has", "have", "had",
     "does", "did", "today", "tonight", "tomorrow", "yesterday",
 }  # fmt: skip
-# The words a closed compound takes after a plural ("craftsman", "sportswear", "townspeople").
-_AFTER_PLURAL = {"man", "men", "woman", "women", "wear", "people", "folk", "person", "persons"}
 _CLOSED_CLASS = _PRONOUNS | _FUNCTION_WORDS | {"men", "women", "children", "here", "there", "where"}
 _GRAMMATICAL_REPEATS = {"that", "had"}  # "he knows that that film", "he had had enough"
 # Occupations that are not a job noun and take no article (slots.job_phrase writes "he is retired").
@@ -80,6 +97,25 @@ def vocabulary() -> frozenset[str]:
     """The whole words of the model's vocabulary (see the module's docstring), from the packaged list."""
     path = asset_path(VOCABULARY)
     return frozenset(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+@functools.cache
+def english_words() -> frozenset[str]:
+    """Real English words (see the module's docstring), lower-cased: wordfreq's English list at
+    ``ENGLISH_MIN_ZIPF`` or more, without web text's misspellings."""
+    from wordfreq import get_frequency_dict
+
+    freq = get_frequency_dict("en", "large")
+    floor = 10 ** (ENGLISH_MIN_ZIPF - 9)  # Zipf = log10(frequency per billion words)
+    out = set()
+    for word, f in freq.items():
+        short = len(word) == 4 and f < 10 ** (ENGLISH_MIN_ZIPF_4 - 9)
+        if f < floor or short or not (word.isascii() and word.isalpha()) or word in _MISSPELT:
+            continue
+        if any(freq.get(f"{word[:i]}'{word[i:]}", 0) > f for i in range(1, len(word))):  # "dont", "todays"
+            continue
+        out.add(word)
+    return frozenset(out)
 
 
 def vocabulary_from_tokenizer(tokenizer) -> list[str]:
@@ -146,47 +182,21 @@ def _word(word: str, words: frozenset[str]) -> bool:
     return word in words or _inflection(word, words)
 
 
-def _fragment(word: str) -> bool:
-    """A function word ("yearsnow") or an ending ("yearsing"): no compound ends with one."""
-    return word in _FUNCTION_WORDS or word in _INFLECTIONS
+def _english(word: str, english: frozenset[str]) -> bool:
+    """A real English word of four letters or more, not an ending on a closed-class word ("todays", "mens")."""
+    closed = any(word.endswith(e) and word[: -len(e)] in _CLOSED_CLASS for e in _FORMS)
+    return len(word) >= ENGLISH_MIN_LETTERS and word in english and not closed
 
 
-def _content_word(word: str, words: frozenset[str]) -> bool:
-    return not _fragment(word) and _word(word, words)
-
-
-def _compound(word: str, words: frozenset[str]) -> bool:
-    """Two words of three or more letters run together ("sourdough", "birdwatching"), no pronoun first, the first
-    no verb form ("enjoyediving") and no plural before a word of three letters ("yearsdin"; "sportsman" aside),
-    unless it reads as well as an inflected word before a function word or an ending: "yearsnow" ("year" + "snow"
-    or "years" + "now"), "yearsing", "admireder" ("admire" + "der" or "admired" + "er"). Where the rest is a
-    fragment ("yearsaving": "years" + "aving") a rule cannot tell glue from a compound ("hairstyle": "hairs" +
-    "tyle"; "subsection"), so the compound stands."""
-    for i in range(3, len(word) - 2):
-        first, second = word[:i], word[i:]
-        if first not in words or first in _PRONOUNS or not _content_word(second, words):
-            continue
-        inflected = _inflected_form(first, words)
-        plural = inflected in ("s", "es") and (len(second) > 3 or second in _AFTER_PLURAL)  # "newsroom", "sportsman"
-        if inflected and not plural:  # "enjoyediving", "yearsdin"
-            continue
-        glued = any(
-            second.startswith(e) and _inflected_form(first + e, words) == e and _fragment(second[len(e) :])
-            for e in _FORMS
-        )
-        if not glued:
-            return True
-    return False
-
-
-def _known(word: str, words: frozenset[str]) -> bool:
-    """A short word, a vocabulary word, one inflected, one with a prefix ("rewatches"), or two run together (the
-    vocabulary holds the words a model writes in one token, and many compounds take two)."""
+def _known(word: str, words: frozenset[str], english: frozenset[str]) -> bool:
+    """A short word, a vocabulary word, one inflected, one with a prefix ("rewatches"), or a real English word: the
+    vocabulary holds the words a model writes in one token, and a compound ("sourdough") or a rare word
+    ("marmalade") takes two or more; the word list, not the pieces, decides whether they make a word."""
     if len(word) < 3 or _word(word, words):
         return True
     if any(word.startswith(p) and len(word) - len(p) >= 3 and _word(word[len(p) :], words) for p in _PREFIXES):
         return True
-    return _compound(word, words)
+    return _english(word, english)
 
 
 def repeated_words(text: str) -> list[str]:
@@ -203,11 +213,16 @@ def repeated_words(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def unknown_words(text: str, user: Mapping, words: Iterable[str] | None = None) -> list[str]:
-    """The words of ``text`` that are no whole word of the vocabulary (nor of the user's record), in order."""
+def unknown_words(
+    text: str, user: Mapping, words: Iterable[str] | None = None, english: Iterable[str] | None = None
+) -> list[str]:
+    """The words of ``text`` that are no whole word of the vocabulary, no real English word and no word of the
+    user's record, in order."""
     known = frozenset(words) if words is not None else vocabulary()
+    real = frozenset(english) if english is not None else english_words()
     record = _record_words(user)
-    found = [w for w in _LETTERS.findall(text) if w.lower() not in record and not _known(w.lower(), known)]
+    known = known | record if record else known  # the record's words take an ending too ("bushcrafting")
+    found = [w for w in _LETTERS.findall(text) if w.lower() not in record and not _known(w.lower(), known, real)]
     return list(dict.fromkeys(found))
 
 

@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 STEP = "user_descriptions"
 OUTPUT = "user_descriptions.parquet"
 USER_RATINGS = "user_ratings.parquet"  # a real population's history and held-out ratings (users/real.py)
-CHECKS_VERSION = 2  # bump when check_row / near_duplicates change meaning (2: loops and glued words)
+CHECKS_VERSION = 3  # bump when check_row / near_duplicates change meaning (2: loops and glued words; 3: English words)
 REAL_CHECKS_VERSION = 1  # bump when real users' checks (check_real_row, held_out_leaks) change meaning
 PROFILE_CHECKS_VERSION = 1  # bump when the profile fields' checks (profile.profile_problems) change meaning
 
