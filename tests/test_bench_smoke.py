@@ -49,6 +49,7 @@ BENCHES = {
     "bench_tmdb": ["--smoke"],
     "bench_grounded": ["--smoke"],
     "bench_tune": ["--smoke"],
+    "bench_model_load": ["--smoke"],
     "bench_intervals": ["--smoke"],
 }
 # the GPU parts, their tiny models on CUDA as the real GPU runs place them (bfloat16 where those use it)

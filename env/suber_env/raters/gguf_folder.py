@@ -1,13 +1,13 @@
 """A local GGUF model as a transformers folder, converted once and reused.
 
 transformers reads a GGUF file's metadata in pure Python three times per load (tokenizer, config, weights) and
-builds its tensor-name map once per tensor: about 40 s of one core for SmolLM2-135M here, against 5 s of
-dequantising. Saved once as float32 safetensors with its tokenizer and config, the same model loads in a second or
-two with the same weights and tokens (env/tests/test_gguf_folder.py compares the logits). The folder is named by
-the file's path, size and modification time and by the transformers version that converted it, under
-``SUBER_MODEL_CACHE`` (default ``~/.cache/suber-models``). suber_data keeps its own copy of this small function
-(``suber_data/descriptions/gguf_folder.py``, same names and key, so both share the folders): the env package
-never imports suber_data.
+builds its tensor-name map once per tensor: 22 s of one core for SmolLM2-135M on a quiet machine, 40-60 s under
+load, of which dequantising is 5 s. Saved once as float32 safetensors with its tokenizer and config, the same
+model loads in 0.5 s with the same weights and tokens (bench/bench_model_load.py times both; test_gguf_folder.py
+compares the logits). The folder is named by the file's path, size and modification time and by the transformers
+version that converted it, under ``SUBER_MODEL_CACHE`` (default ``~/.cache/suber-models``). suber_data keeps its
+own copy of this small function (``suber_data/descriptions/gguf_folder.py``, same names and key, so both share
+the folders): the env package never imports suber_data.
 """
 
 from __future__ import annotations

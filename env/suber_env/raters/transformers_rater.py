@@ -387,7 +387,7 @@ def load_model(path: str, gguf_file: str | None = None, device: str | None = Non
 
     from .gguf_folder import gguf_as_folder
 
-    if gguf_file and (folder := gguf_as_folder(path, gguf_file)):  # gguf_folder.py: 1 s instead of 40-60 s
+    if gguf_file and (folder := gguf_as_folder(path, gguf_file)):  # gguf_folder.py: 0.5 s instead of 22 s
         path, gguf_file = str(folder), None
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     tok = AutoTokenizer.from_pretrained(path, **extra)
