@@ -1,6 +1,6 @@
 """The openai rater served by real llama.cpp servers (llama-cpp-python's, SmolLM2-135M-Instruct GGUF): its
 distributions against the in-process rater's token logits on the same model, the token-ids score path against the
-top log-probabilities, the launcher against the stock server's numbers, and PPO trained for 120 steps on a pool of
+top log-probabilities, the launcher against the stock server's numbers, and PPO trained for 48 steps on a pool of
 two servers, one killed in the middle.
 
 Each server is its own process started by ``python -m suber_env.raters.llama_server`` (llama-cpp-python's server,
@@ -125,11 +125,11 @@ def test_token_ids_exact_where_labels_rank_below_the_top_20(movies, smollm2_toke
     assert np.abs(top20 - want).max() > 0.005  # what the top 20 alone gives is off
 
 
-STEPS = 120  # two 60-step PPO rollouts (4 slots x 15): the kill lands in the second
+STEPS = 48  # two 24-step PPO rollouts (4 slots x 6): the kill lands in the second
 
 
-def test_ppo_120_steps_on_two_llama_servers_one_killed_mid_run(movies, tmp_path, smollm2_tokenizer):
-    """PPO for 120 environment steps (4 slots: 30 rater calls of 4 prompts) rated by two llama.cpp servers (their
+def test_ppo_on_two_llama_servers_one_killed_mid_run(movies, tmp_path, smollm2_tokenizer):
+    """PPO for 48 environment steps (4 slots: 12 rater calls of 4 prompts) rated by two llama.cpp servers (their
     top 40 log-probabilities: the token-ids path's second request per prompt would add a quarter to the run; its
     failover is test_served_rater's); the second server is SIGKILLed in the middle while it rates, and started again
     on its port. Every step is rated, each prompt once, the killed
@@ -154,8 +154,8 @@ def test_ppo_120_steps_on_two_llama_servers_one_killed_mid_run(movies, tmp_path,
     served = OpenAIRater(movies, [url_a, url_b], "smollm2", backoff=0.05, cooldown=2.0, **kw)
     rater = Recording(served)
     cfg = TrainConfig(
-        algo="ppo", steps=STEPS, num_envs=4, rater=rater, env_options={"retrieval": "none"}, checkpoint_every=80,
-        hparams={"n_steps": 15, "batch_size": 60, "n_epochs": 2},
+        algo="ppo", steps=STEPS, num_envs=4, rater=rater, env_options={"retrieval": "none"}, checkpoint_every=24,
+        hparams={"n_steps": 6, "batch_size": 24, "n_epochs": 2},
     )  # fmt: skip
     a, b = served.pool.endpoints
     killed = {}
