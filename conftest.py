@@ -7,12 +7,17 @@ fixture it asks for, so that a module's 60-second dataset build counts against e
 not only against the first one, which happened to build it. ``--quick`` keeps the tests whose cost is under
 ``QUICK_SECONDS`` and that carry no ``slow`` mark; a test the file does not know yet (new, or renamed) is left out
 until a full run has timed it.
+
+Each test's CPU seconds (its process and the children it waited for, all phases, the fixtures it set up included)
+go into the file's ``cpu`` part, and the run ends with the tests that spent the most: on the 2-core machines the
+suite runs on, CPU, not waiting, is what the run's length is made of.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -21,6 +26,8 @@ import pytest
 DURATIONS = Path(__file__).resolve().parent / "tests" / "durations.json"
 QUICK_SECONDS = 3.0
 _FIXTURE = "fixture_seconds"
+_CPU = "cpu_seconds"
+_cpu_mark = [0.0]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,10 +71,35 @@ def pytest_fixture_setup(fixturedef, request):
         item.user_properties.append((_FIXTURE, (fixturedef.argname, time.perf_counter() - start)))
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the children it has waited for (a daemon that outlives its parent, like a
+    `ray start` node, is not counted)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _cpu_mark[0] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's CPU seconds ride on its report to the controller (xdist too): on 2 cores the suite is bound by
+    CPU, so a test's CPU says what it costs the run better than its wall time beside other tests."""
+    report = (yield).get_result()
+    if item.config.getoption("record_durations"):
+        now = _cpu_seconds()
+        report.user_properties.append((_CPU, round(now - _cpu_mark[0], 3)))
+        _cpu_mark[0] = now
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.tests: dict[str, float] = {}
         self.fixtures: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         built = 0.0  # the setup time of the fixtures this test set up: counted as theirs, not the test's
@@ -76,6 +108,8 @@ class _Recorder:
                 name, seconds = value
                 self.fixtures[name] = round(max(self.fixtures.get(name, 0.0), seconds), 3)
                 built += seconds
+            elif key == _CPU:
+                self.cpu[report.nodeid] = round(self.cpu.get(report.nodeid, 0.0) + value, 3)
         own = max(0.0, report.duration - built) if report.when == "setup" else report.duration
         self.tests[report.nodeid] = round(self.tests.get(report.nodeid, 0.0) + own, 3)
 
@@ -83,10 +117,21 @@ class _Recorder:
         recorded = _read()  # a partial run updates the times it took and keeps the others
         recorded["tests"].update(self.tests)
         recorded["fixtures"].update(self.fixtures)
-        recorded = {part: dict(sorted(recorded[part].items())) for part in ("tests", "fixtures")}
+        recorded.setdefault("cpu", {}).update(self.cpu)
+        recorded = {part: dict(sorted(recorded[part].items())) for part in ("tests", "fixtures", "cpu")}
         tmp = DURATIONS.with_suffix(".tmp")
         tmp.write_text(json.dumps(recorded, indent=0) + "\n")
         tmp.replace(DURATIONS)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.cpu:
+            return
+        top = sorted(self.cpu.items(), key=lambda kv: -kv[1])[:20]
+        terminalreporter.write_sep(
+            "=", f"most CPU: {sum(self.cpu.values()):,.0f} CPU-s in all, tests and their children"
+        )
+        for nodeid, seconds in top:
+            terminalreporter.write_line(f"{seconds:8.1f} CPU-s  {nodeid}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
