@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-DURATIONS = Path(__file__).resolve().parent / "tests" / "durations.json"
+# SUBER_TEST_DURATIONS: another file, for the test of this recorder
+DURATIONS = Path(os.environ.get("SUBER_TEST_DURATIONS") or Path(__file__).resolve().parent / "tests" / "durations.json")
 QUICK_SECONDS = 3.0
 _FIXTURE = "fixture_seconds"
 _CPU = "cpu_seconds"
