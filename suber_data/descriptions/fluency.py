@@ -99,13 +99,26 @@ def vocabulary() -> frozenset[str]:
     return frozenset(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
+def _wordfreq_english() -> dict[str, float]:
+    """wordfreq's large English list, imported and read in a thread of its own: on import wordfreq finds its data
+    folder through inspect.stack(), whose cost grows with the stack's depth times the modules loaded (about a second
+    inside a Dagster step with torch loaded; milliseconds from a fresh thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read() -> dict[str, float]:
+        from wordfreq import get_frequency_dict
+
+        return get_frequency_dict("en", "large")
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(read).result()
+
+
 @functools.cache
 def english_words() -> frozenset[str]:
     """Real English words (see the module's docstring), lower-cased: wordfreq's English list at
     ``ENGLISH_MIN_ZIPF`` or more, without web text's misspellings."""
-    from wordfreq import get_frequency_dict
-
-    freq = get_frequency_dict("en", "large")
+    freq = _wordfreq_english()
     floor = 10 ** (ENGLISH_MIN_ZIPF - 9)  # Zipf = log10(frequency per billion words)
     # the most frequent spelling of each word with one apostrophe inside it, keyed without it ("dont", "todays")
     apostrophe: dict[str, float] = {}
