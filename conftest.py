@@ -11,6 +11,9 @@ until a full run has timed it.
 Each test's CPU seconds (its process and the children it waited for, all phases, the fixtures it set up included)
 go into the file's ``cpu`` part, and the run ends with the tests that spent the most: on the 2-core machines the
 suite runs on, CPU, not waiting, is what the run's length is made of.
+
+Under pytest-xdist the modules and xdist groups run longest first by the same file, so no long one is handed out
+last to keep one worker busy alone at the end.
 """
 
 from __future__ import annotations
@@ -49,10 +52,33 @@ def _cost(item: pytest.Item, recorded: dict) -> float | None:
     return own + sum(fixtures.get(name, 0.0) for name in getattr(item, "fixturenames", ()))
 
 
+def _unit(item: pytest.Item) -> str:
+    """What one pytest-xdist worker runs back to back: the item's xdist_group, else its module."""
+    group = item.get_closest_marker("xdist_group")
+    return f"group {group.args[0]}" if group and group.args else item.nodeid.split("::")[0]
+
+
+def _longest_first(items: list[pytest.Item], recorded: dict) -> None:
+    """Order the run's units (xdist groups and modules) by their recorded time, longest first, each unit's tests
+    in their own order: a long group handed out last keeps one worker busy alone at the end (the classic
+    longest-processing-time rule for spreading work over machines)."""
+    cost: dict[str, float] = {}
+    fixtures: dict[str, set[str]] = {}
+    for item in items:
+        unit = _unit(item)
+        cost[unit] = cost.get(unit, 0.0) + recorded["tests"].get(item.nodeid, 0.0)
+        fixtures.setdefault(unit, set()).update(getattr(item, "fixturenames", ()))
+    for unit, names in fixtures.items():  # a fixture counts once per unit, however many of its tests use it
+        cost[unit] += sum(recorded["fixtures"].get(name, 0.0) for name in names)
+    items.sort(key=lambda item: -cost[_unit(item)])  # stable: a unit's tests keep their order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    recorded = _read()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker reads the same file, so all collect the same order
+        _longest_first(items, recorded)
     if not config.getoption("quick"):
         return
-    recorded = _read()
     keep, drop = [], []
     for item in items:
         cost = _cost(item, recorded)

@@ -34,7 +34,8 @@ def test_child_spins():  # a child it waits for counts too
 def test_wall_and_cpu_are_recorded_apart(tmp_path, workers):
     (tmp_path / "test_sample.py").write_text(SAMPLE)
     record = tmp_path / "durations.json"
-    env = {**os.environ, "SUBER_TEST_DURATIONS": str(record), "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}  # not a worker of this run
+    env.update(SUBER_TEST_DURATIONS=str(record), PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "pytest", "-p", "conftest", "--record-durations", "-p", "no:cacheprovider", *workers]
     run = subprocess.run([*cmd, "test_sample.py"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -45,3 +46,24 @@ def test_wall_and_cpu_are_recorded_apart(tmp_path, workers):
     assert all(wall[name] >= 0.95 for name in ("test_spins", "test_sleeps", "test_child_spins")), wall
     assert cpu["test_spins"] >= 0.95 and cpu["test_child_spins"] >= 0.95, cpu
     assert cpu["test_sleeps"] < 0.3, cpu
+
+
+def test_units_run_longest_first_each_in_its_own_order(tmp_path):
+    """Under xdist every worker orders the modules and xdist groups by their recorded time, longest first (a
+    fixture counted once per unit), keeping each one's tests in file order; an unknown test counts 0."""
+    (tmp_path / "test_a.py").write_text("def test_a1(): pass\ndef test_a2(): pass\n")
+    (tmp_path / "test_b.py").write_text("import pytest\n\n@pytest.fixture\ndef built(): pass\n\n"
+                                        "def test_b1(built): pass\ndef test_b2(built): pass\n")  # fmt: skip
+    (tmp_path / "test_c.py").write_text("def test_c1(): pass\ndef test_c2(): pass\n")
+    durations = {
+        "tests": {"test_a.py::test_a1": 5.0, "test_a.py::test_a2": 5.0, "test_b.py::test_b1": 1.0,
+                  "test_b.py::test_b2": 1.0, "test_c.py::test_c2": 20.0},
+        "fixtures": {"built": 9.0},  # b: 1 + 1 + 9 = 11 (once, not per test), a: 10, c: 20
+    }  # fmt: skip
+    (tmp_path / "durations.json").write_text(json.dumps(durations))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env.update(SUBER_TEST_DURATIONS=str(tmp_path / "durations.json"), PYTHONPATH=str(ROOT), PYTEST_XDIST_WORKER="gw0")
+    cmd = [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    run = subprocess.run([*cmd, "--collect-only", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    order = [line.split("::")[1] for line in run.stdout.splitlines() if "::" in line]
+    assert order == ["test_c1", "test_c2", "test_b1", "test_b2", "test_a1", "test_a2"], run.stdout + run.stderr
