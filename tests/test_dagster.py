@@ -110,7 +110,11 @@ def test_dg_dev_lists_assets_and_runs_the_movie_job(offline):
         shown = {v["key"]: (v["type"], v["value"]) for v in details}
         assert shown["data_dir"] == ("ENV_VAR", "SUBER_DATA_DIR")
         assert "release" not in shown  # the release is the run's partition
-        assert wait_for_run(url, launch_job(url, "movies_corpus", partition="sample")) == "SUCCESS"
+        # its steps in the run worker's process: a process per step (the default, which the UI test's clicked run
+        # keeps) imports the whole code location again for each of the job's seven steps
+        in_process = {"execution": {"config": {"in_process": {}}}}
+        run = launch_job(url, "movies_corpus", run_config=in_process, partition="sample")
+        assert wait_for_run(url, run) == "SUCCESS"
         assert (offline / "data" / "movies" / "sample" / "catalog.duckdb").exists()
         # the run's materializations and check results belong to its release only
         node = graphql(

@@ -1,10 +1,10 @@
 """The Dagster UI after an offline build, seen through headless Chromium (Playwright).
 
-Builds both packaged samples with the CLI into the Dagster home the UI then serves (so the UI lists those builds),
-starts `dagster dev` on loopback, materializes the corpus jobs (the movies one by clicking "Materialize all" and
-picking the release partition, as a user would), then reads what the pages show: both domains in the lineage,
-an asset's kinds, row count and column schema, its plots' sketches shown inline (and the full plot one click
-away), its checks (blocking ones marked), a run.
+Starts `dagster dev` on loopback and, while it starts, builds both packaged samples with the CLI into the Dagster
+home it serves (so the UI lists those builds), materializes the corpus jobs (the movies one by clicking
+"Materialize all" and picking the release partition, as a user would), then reads what the pages show: both
+domains in the lineage, an asset's kinds, row count and column schema, its plots' sketches shown inline (and the
+full plot one click away), its checks (blocking ones marked), a run. Each read waits for what it checks to show.
 Screenshots go to $SUBER_DATA_UI_SHOTS (docs/img/ holds the committed ones) or the test's tmp folder.
 
 Needs Playwright (the dev extra) and a Chromium at /usr/bin/chromium (Debian's `chromium` package); no
@@ -13,10 +13,11 @@ browser is downloaded. Without them the test skips, saying which is missing.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -55,9 +56,8 @@ UNCLIPPED = """i => { for (let e = i.parentElement; e; e = e.parentElement) e.sc
 
 
 @pytest.fixture
-def built(tmp_path, monkeypatch) -> dict[str, str]:
-    """Both samples built offline by the CLI, recorded in the Dagster home the UI will use; the environment
-    `dagster dev` is started with."""
+def offline(tmp_path, monkeypatch) -> dict[str, str]:
+    """The offline environment of the CLI builds and of `dagster dev`, with the Dagster home both use."""
     env = {
         "SUBER_DATA_OFFLINE": "1",
         "HF_HUB_OFFLINE": "1",
@@ -70,28 +70,54 @@ def built(tmp_path, monkeypatch) -> dict[str, str]:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+    return env
+
+
+def build_both_samples(env: dict[str, str]) -> None:
+    """Both samples built offline by the CLI, recorded in the Dagster home the UI serves."""
     common = ["--users", "8", "--llm", "template", "--embedding-model", "minilm", "--data-dir", env["SUBER_DATA_DIR"]]
     for domain, release in (("movies", "sample"), ("books", "books-sample")):
         result = CliRunner().invoke(app, ["build", domain, "--release", release, *common])
         assert result.exit_code == 0, result.output
-    return env
 
 
-def _page_text(page, path: str, base: str, settle: float = 3.0) -> str:
+WAIT = 60_000  # ms: the most any page may take to show what a step waits for (it usually takes 1 to 3 s)
+
+
+def _page_text(page, path: str, base: str, *shows: str) -> str:
+    """The page's text once it shows each of ``shows`` (the UI fills in after its GraphQL answers)."""
     page.goto(base + path)
-    page.wait_for_load_state("networkidle")
-    time.sleep(settle)  # the UI fills in after its GraphQL answers
-    skip = page.get_by_role("button", name="Skip")  # the first visit's "Join the Dagster community" dialog
-    if skip.count():
-        skip.click()
-        time.sleep(1)
-    return page.locator("body").inner_text()
+    body = page.locator("body")
+    for text in shows:
+        sync_api.expect(body).to_contain_text(text, timeout=WAIT)
+    return body.inner_text()
 
 
-def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path):
+def _drawn(page) -> None:
+    """Wait for the browser to paint twice: what a scroll changed is on screen (for a screenshot)."""
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+# Resolves once the graph's zoom animation is over: the graph's transform matrix unchanged for 10
+# painted frames in a row.
+ZOOM_SETTLED = """() => new Promise(done => {
+    const read = () => [...document.querySelectorAll('[style*="matrix"]')].map(e => e.style.transform).join();
+    let last = read(), same = 0;
+    const tick = () => { const now = read(); same = now === last ? same + 1 : 0; last = now;
+                         if (same >= 10) done(); else requestAnimationFrame(tick); };
+    requestAnimationFrame(tick); })"""
+
+
+def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(offline, tmp_path):
     shots = Path(os.environ.get("SUBER_DATA_UI_SHOTS") or tmp_path / "shots")
     shots.mkdir(parents=True, exist_ok=True)
-    with dagster_server("dagster", tmp_path / "dagster_home", built) as base, sync_api.sync_playwright() as pw:
+    # the builds run while `dagster dev` starts (its webserver and code server take 20 s and more); the UI lists
+    # the runs they record, whenever they land
+    build = functools.partial(build_both_samples, offline)
+    with (
+        dagster_server("dagster", tmp_path / "dagster_home", offline, while_starting=build) as base,
+        sync_api.sync_playwright() as pw,
+    ):
         browser = pw.chromium.launch_persistent_context(
             tempfile.mkdtemp(dir=tmp_path),  # a fresh profile every time
             executable_path=CHROMIUM,
@@ -100,6 +126,9 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
             viewport={"width": 1500, "height": 1000},
         )
         page = browser.new_page()
+        # the first visit's "Join the Dagster community" dialog, whenever it shows: Playwright clicks Skip before
+        # the next click or wait
+        page.add_locator_handler(page.get_by_role("button", name="Skip"), lambda skip: skip.click())
 
         # the CLI's builds are runs of this instance: one per domain, each on its release's partition
         cli_runs = graphql(
@@ -118,74 +147,74 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
 
         # "Materialize all" on the corpus job asks for the release: none picked to start with (no backfill of
         # every release by accident), and nothing about the description shards' partitions
-        _page_text(page, "/locations/suber-data/jobs/movies_corpus", base)
+        _page_text(page, "/locations/suber-data/jobs/movies_corpus", base, "Materialize all")
         page.get_by_role("button", name="Materialize all").click()
-        time.sleep(3)
         dialog = page.locator(".bp5-dialog")
+        sync_api.expect(dialog).to_contain_text(re.compile("Are you sure|Partition selection"), timeout=WAIT)
         if "Are you sure" in dialog.inner_text():  # Dagster's warning about parents not materialized (any release)
             assert "user_description_shards" not in dialog.inner_text()
             page.get_by_role("button", name="Confirm").click()
-            time.sleep(3)
+        sync_api.expect(dialog).to_contain_text("Partition selection", timeout=WAIT)
+        sync_api.expect(dialog).to_contain_text("partitions", timeout=WAIT)
         launch = dialog.inner_text()
         assert "Partition selection" in launch and "0 partitions" in launch, launch
         assert "shard" not in launch.lower(), launch
         dialog.get_by_text("Select a partition or create one").click()
         page.keyboard.type("sample")
-        time.sleep(1)
         page.locator(".dagster-popover").get_by_text("sample", exact=True).first.click()
         page.keyboard.press("Escape")
-        time.sleep(1)
+        sync_api.expect(dialog).to_contain_text("1 partition", timeout=WAIT)
         assert "1 partition" in dialog.inner_text()
+        sync_api.expect(page.locator(".dagster-popover")).to_have_count(0)  # the picker closed: not in the shot
         page.screenshot(path=shots / "launch_movies_corpus.png")
         dialog.get_by_role("button", name="Launch 1 run").click()
-        books_run = launch_job(base, "books_corpus", partition="books-sample")
-        time.sleep(5)
-        runs = graphql(
-            base, '{ runsOrError(filter: {pipelineName: "movies_corpus"}) { ... on Runs { results { runId } } } }'
-        )["runsOrError"]["results"]
+        # the books run's steps in the run worker's process (the movies run keeps the default, a process per
+        # step): each step process imports the whole code location again, most of a corpus run's time here
+        in_process = {"execution": {"config": {"in_process": {}}}}
+        books_run = launch_job(base, "books_corpus", run_config=in_process, partition="books-sample")
+        sync_api.expect(dialog).to_have_count(0, timeout=WAIT)  # closed once the launch answered
+        movies_runs = '{ runsOrError(filter: {pipelineName: "movies_corpus"}) { ... on Runs { results { runId } } } }'
+        runs = graphql(base, movies_runs)["runsOrError"]["results"]
         assert len(runs) == 1, runs
         movie_run = runs[0]["runId"]
+        page.goto("about:blank")  # while the runs go: the job's page would poll the webserver for their progress
         assert wait_for_run(base, movie_run, 600) == "SUCCESS"
         assert wait_for_run(base, books_run, 600) == "SUCCESS"
+        assert graphql(base, movies_runs)["runsOrError"]["results"] == runs  # and no other came after
 
         # the lineage, every group expanded: both domains side by side
-        _page_text(page, "/asset-groups", base)
-        page.keyboard.press("Alt+e")  # "Expand all groups"
-        time.sleep(1)
-        page.reload()
-        page.wait_for_load_state("networkidle")
-        time.sleep(4)
+        names = ("movielens_release", "tmdb_details", "release", "books_users", "books_catalog", "embeddings")
+        _page_text(page, "/asset-groups", base, "movies_corpus", "books_corpus")
+        zoom_out = page.locator("button:has([aria-label='zoom_out'])")
+        zoom_out.wait_for(timeout=WAIT)  # the graph is drawn: it takes the keyboard shortcut
+        page.keyboard.press("Alt+e")  # "Expand all groups" (kept in the page's local storage)
+        _page_text(page, "/asset-groups", base, *names)
+        zoom_out.wait_for(timeout=WAIT)
         jump = page.get_by_placeholder("Jump to…").bounding_box()  # hide the group tree beside the graph
         page.mouse.click(jump["x"] + jump["width"] + 22, jump["y"] + jump["height"] / 2)
         for _ in range(2):  # the expanded graph is taller than the window: zoom out until both domains fit
-            page.locator("button:has([aria-label='zoom_out'])").click()
-            time.sleep(1)
-        time.sleep(2)
+            zoom_out.click()
+            page.evaluate(ZOOM_SETTLED)
         lineage = page.locator("body").inner_text()
-        for name in ("movielens_release", "tmdb_details", "release", "books_users", "books_catalog", "embeddings"):
+        for name in names:
             assert name in lineage, name
         page.screenshot(path=shots / "lineage.png")
 
         # an asset: kinds, row count and the column schema from the artifact contract
-        asset = _page_text(page, "/assets/items", base)
-        for shown in (
-            "DuckDB",
-            "Parquet",
-            "Row count",
-            "item_id",
-            "Dense item index 0..n-1",
-            "movies_corpus",
-            "sample",
-        ):
+        shows = ("DuckDB", "Parquet", "Row count", "item_id", "Dense item index 0..n-1", "movies_corpus", "sample")
+        asset = _page_text(page, "/assets/items", base, *shows)
+        for shown in shows:
             assert shown in asset, shown
         page.screenshot(path=shots / "asset_items.png")
 
         # its plots: each one's sketch shows on the page as an image, with no click; the PNG is one click away
         sketches = page.locator("img[src^='data:image/svg+xml,']")
+        sync_api.expect(sketches).to_have_count(4, timeout=WAIT)
         assert sketches.count() == 4, sketches.count()
         for name in ("genres", "votes", "years", "coverage"):
             sketch = page.get_by_role("img", name=f"items: {name}", exact=True)
             sketch.scroll_into_view_if_needed()
+            sketch.evaluate("i => i.decode()")  # resolves once the image is decoded
             assert sketch.is_visible(), name
             drawn = sketch.evaluate("i => [i.complete, i.naturalWidth, i.getBoundingClientRect().width]")
             assert drawn[0] and drawn[1] >= 300 and drawn[2] >= 300, (name, drawn)  # decoded, at its own width
@@ -193,7 +222,7 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
             assert sketch.evaluate(UNCLIPPED), name
         assert not page.get_by_role("dialog").count()
         page.get_by_text("plot_genres_sketch", exact=True).evaluate("e => e.scrollIntoView({block: 'start'})")
-        time.sleep(1)  # the genres and votes sketches fill the window
+        _drawn(page)  # the genres and votes sketches fill the window
         page.screenshot(path=shots / "asset_items_plots.png")
         full = page.get_by_role("row").filter(has=page.get_by_role("cell", name="plot_genres", exact=True))
         full.get_by_text("[Show Markdown]").click()
@@ -203,14 +232,15 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(built, tmp_path
         assert png.evaluate("i => i.naturalWidth") == 800  # the plot at full size
         page.get_by_role("button", name="Close").click()
 
-        checks = _page_text(page, "/assets/items?view=checks", base)
-        for shown in ("items_ids_unique", "items_tmdb_coverage", "This is a blocking asset check", "Passed"):
+        shows = ("items_ids_unique", "items_tmdb_coverage", "This is a blocking asset check", "Passed")
+        checks = _page_text(page, "/assets/items?view=checks", base, *shows)
+        for shown in shows:
             assert shown in checks, shown
         page.screenshot(path=shots / "asset_items_checks.png")
 
-        books = _page_text(page, "/assets/books/items", base)
+        books = _page_text(page, "/assets/books/items", base, "Row count", "book_id")
         assert "Row count" in books and "book_id" in books
-        run = _page_text(page, f"/runs/{movie_run}", base, settle=5)
+        run = _page_text(page, f"/runs/{movie_run}", base, 'Finished execution of run for "movies_corpus"')
         assert 'Finished execution of run for "movies_corpus"' in run, run[-2000:]
         page.screenshot(path=shots / "run_movies_corpus.png")
         browser.close()

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -32,9 +32,17 @@ def graphql(url: str, query: str, variables: dict | None = None) -> dict:
 
 
 @contextlib.contextmanager
-def dagster_server(command: str, home: Path, env: dict[str, str], timeout: float = 240) -> Iterator[str]:
+def dagster_server(
+    command: str,
+    home: Path,
+    env: dict[str, str],
+    timeout: float = 240,
+    while_starting: Callable[[], object] | None = None,
+) -> Iterator[str]:
     """Start ``dg dev`` or ``dagster dev`` (``command``: "dg" or "dagster") in the repository root on a free
-    loopback port; yield its base URL once the code location has loaded; stop the whole process group after."""
+    loopback port; yield its base URL once the code location has loaded; stop the whole process group after.
+    ``while_starting``: called once the process is started, before waiting for it (work that can overlap its
+    start, which takes a core for 20 s or more)."""
     port = free_port()
     home.mkdir(parents=True, exist_ok=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -51,6 +59,8 @@ def dagster_server(command: str, home: Path, env: dict[str, str], timeout: float
     )
     url = f"http://127.0.0.1:{port}"
     try:
+        if while_starting:
+            while_starting()
         deadline = time.monotonic() + timeout
         while True:  # the webserver answers before the code location has loaded: wait for the asset nodes
             try:
@@ -60,7 +70,7 @@ def dagster_server(command: str, home: Path, env: dict[str, str], timeout: float
                 pass
             assert proc.poll() is None, f"{command} dev exited: {(home / f'{command}-dev.log').read_text()[-2000:]}"
             assert time.monotonic() < deadline, f"{command} dev did not come up"
-            time.sleep(2)
+            time.sleep(0.5)
         yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -79,7 +89,7 @@ def wait_for_run(url: str, run_id: str, timeout: float = 240) -> str:
         status = graphql(url, query, {"id": run_id})["runOrError"]["status"]
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             return status
-        time.sleep(2)
+        time.sleep(1)
     raise AssertionError(f"run {run_id} did not finish in {timeout}s")
 
 
