@@ -182,3 +182,14 @@ def tiny_llm(tmp_path_factory) -> Path:
     except ValueError as exc:
         pytest.skip(str(exc))
     return write_tiny_llm(tmp_path_factory.mktemp("tiny-llm") / "tiny-smollm2-architecture")
+
+
+@pytest.fixture(scope="session")
+def ray_nodes():
+    """The two-node loopback Ray cluster (tests/support/ray_cluster.py), started once per run (per xdist worker:
+    its tests share the `cluster` xdist group) for the test modules that connect to it (about 20 s a start)."""
+    pytest.importorskip("ray")
+    from tests.support.ray_cluster import loopback_nodes
+
+    with loopback_nodes() as nodes:
+        yield nodes

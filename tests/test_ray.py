@@ -1,7 +1,8 @@
 """The description and embedding steps on a real Ray cluster on loopback: a head and a second node, each started
 by `ray start` as its own process (one CPU each), results compared with the single-process build.
 
-The cluster is the module's (about 20 s to start, tests/support/ray_cluster.py); each test drives it through
+The cluster is the run's (`ray_nodes` in conftest.py, about 20 s to start, shared with
+tests/test_ray_evaluation.py); this module connects to it once and each test drives it through
 ``suber_data.scale.RayRunner``.
 """
 
@@ -28,7 +29,6 @@ ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'suber
 
 from suber_data.scale import RayRunner  # noqa: E402 - after the skip
 from tests.support.loopback import closed_port  # noqa: E402
-from tests.support.ray_cluster import loopback_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # the run's Ray and llama.cpp tests share one pytest-xdist worker
@@ -36,8 +36,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with loopback_cluster(lambda address: RayRunner(address=address).connect()) as c:
+def cluster(ray_nodes):
+    with ray_nodes.connected(lambda address: RayRunner(address=address).connect()) as c:
         yield c
 
 
@@ -180,6 +180,7 @@ def test_driver_killed_then_rerun_does_only_what_is_missing(cluster, tmp_path):
         child.wait()
         before = {r["generation_key"] for r in store.read().to_pylist()}
         assert 2 <= len(before) < n
+        server.delay = 0  # the delay only kept the killed run going until the kill
         result = generate_descriptions(
             tmp_path, backend="openai", model="m", base_url=server.base_url, batch_size=2, block_size=2,
             runner=cluster.runner(),

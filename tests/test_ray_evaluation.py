@@ -24,7 +24,6 @@ ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'suber
 from suber_env.evaluation.ray_rating import RayOptions, connect  # noqa: E402 - after the skip
 
 from tests.support.loopback import closed_port  # noqa: E402
-from tests.support.ray_cluster import loopback_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # the run's Ray and llama.cpp tests share one pytest-xdist worker
@@ -32,8 +31,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with loopback_cluster(lambda address: connect(RayOptions(address))) as c:
+def cluster(ray_nodes):
+    with ray_nodes.connected(lambda address: connect(RayOptions(address))) as c:
         yield c
 
 
@@ -160,6 +159,7 @@ def test_driver_killed_then_rerun_rates_only_the_missing_blocks(cluster, sample,
         before = len(list(store.glob("*.parquet")))
         assert 2 <= before < 12
         asked = len(server.prompts)
+        server.delay = 0  # the delay only kept the killed run going until the kill
         result = evaluate(
             sample, "openai", out, suite=("similarity",), pairs=48, block_size=4, controls=(), model="m",
             max_batch=4, base_url=server.base_url, ray=cluster.address,
@@ -194,6 +194,7 @@ def test_evaluate_on_local_ray_interrupted_says_one_line_and_resumes(sample, tmp
         assert "PC: @" not in err and "*** " not in err and "Traceback" not in err, err
         before = len(list(store.glob("*.parquet")))
         assert 1 <= before < 12
+        server.delay = 0  # the delay only kept the interrupted run going until the signal
         rerun = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     assert f"{before} reused" in rerun.stderr and f"{12 - before} rated" in rerun.stderr

@@ -1,10 +1,11 @@
 """A real Ray cluster on loopback for tests: a head and a second node, each started by `ray start` as its own
 process group (one CPU each), so a test can SIGKILL an actor and see Ray restart it.
 
-``loopback_cluster(connect)`` starts it, connects this process through ``connect(address)`` (each package
-connects its own way: suber_data's RayRunner ships suber_data to the workers, suber_env's ships suber_env),
-waits for both nodes and, on exit, disconnects and ends the two process groups it started, by their ids
-(``ray stop`` would end every Ray process on the machine).
+``loopback_nodes()`` starts the two nodes and, on exit, ends the two process groups it started, by their ids
+(``ray stop`` would end every Ray process on the machine). The run starts them once (the ``ray_nodes`` session
+fixture of conftest.py) and each test module connects to them through ``Cluster.connected(connect)``: each
+package connects its own way (suber_data's RayRunner ships suber_data to the workers, suber_env's ships
+suber_env), and a module's tests see no Ray connection before its fixture makes one.
 """
 
 from __future__ import annotations
@@ -85,6 +86,25 @@ class Cluster:
             raise outcome["error"]
         return outcome["result"], pids[0]
 
+    @contextmanager
+    def connected(self, connect: Callable[[str], Any]) -> Iterator[Cluster]:
+        """This process connected through ``connect(address)`` once both nodes are alive; disconnected on exit
+        (the connection's actors end with it, the nodes stay)."""
+        import ray
+
+        with _auth_disabled():
+            try:
+                connect(self.address)
+                deadline = time.time() + 90
+                while time.time() < deadline and sum(n["Alive"] for n in ray.nodes()) < 2:
+                    time.sleep(0.2)
+                if sum(n["Alive"] for n in ray.nodes()) != 2:
+                    log = (self.temp / "node.log").read_text()[-2000:]
+                    raise RuntimeError(f"the second Ray node is not alive: {log}")
+                yield self
+            finally:
+                ray.shutdown()
+
 
 def _start(cluster: Cluster, args: list[str], log: Path) -> subprocess.Popen:
     command = [
@@ -92,8 +112,9 @@ def _start(cluster: Cluster, args: list[str], log: Path) -> subprocess.Popen:
         "--num-cpus", "1", "--temp-dir", str(cluster.temp), "--disable-usage-stats", "--block",
         "--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
     ]  # fmt: skip
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}  # see _auth_disabled
     with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     cluster.processes.append(process)
     return process
 
@@ -111,16 +132,11 @@ def _stop(cluster: Cluster) -> None:
 
 
 @contextmanager
-def loopback_cluster(connect: Callable[[str], Any]) -> Iterator[Cluster]:
-    import ray
-
+def loopback_nodes() -> Iterator[Cluster]:
+    """The head and the second node, started; this process is not connected to them."""
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
     port = free_port()
     c = Cluster(f"127.0.0.1:{port}", temp)
-    # Ray 2.60 turns token authentication on for `ray start` when ~/.ray/auth_token exists (a local
-    # `ray.init()` writes one) but not for a driver that connects: say it for both, loopback needs none.
-    auth_mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
     try:
         head = _start(
             c,
@@ -132,20 +148,25 @@ def loopback_cluster(connect: Callable[[str], Any]) -> Iterator[Cluster]:
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
-            time.sleep(0.5)
+            time.sleep(0.1)
         else:
             raise RuntimeError(f"the Ray head did not start: {(temp / 'head.log').read_text()[-2000:]}")
         _start(c, ["--address", c.address], temp / "node.log")
-        connect(c.address)
-        while time.time() < deadline and sum(n["Alive"] for n in ray.nodes()) < 2:
-            time.sleep(0.5)
-        if sum(n["Alive"] for n in ray.nodes()) != 2:
-            raise RuntimeError(f"the second Ray node did not join: {(temp / 'node.log').read_text()[-2000:]}")
         yield c
     finally:
-        ray.shutdown()
         _stop(c)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextmanager
+def _auth_disabled() -> Iterator[None]:
+    """Ray 2.60 turns token authentication on for `ray start` when ~/.ray/auth_token exists (a local `ray.init()`
+    writes one) but not for a driver that connects: say it for both (``_start`` too), loopback needs none."""
+    auth_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        yield
+    finally:
         if auth_mode is None:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
