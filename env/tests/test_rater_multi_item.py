@@ -40,7 +40,7 @@ def test_multi_item_equals_one_at_a_time(movies, tiny, attn):
     model, tok = tiny
     model.set_attn_implementation(attn)
     assert model.config._attn_implementation == attn
-    rater = TransformersRater(movies, model, tok, scale="0-9", shots=2, max_batch=4, multi_item=True)
+    rater = TransformersRater(movies, model, tok, scale="0-9", shots=2, max_batch=4, multi_item=True, max_items=20)
     assert not rater.doubles
     calls = []
     forward = rater._forward_batch_multi
@@ -56,9 +56,13 @@ def test_multi_item_equals_one_at_a_time(movies, tiny, attn):
         worst[name] = float(np.abs(multi - single).max())
         assert worst[name] < 1e-4, (name, worst[name])
         np.testing.assert_allclose(multi.sum(1), 1.0, atol=1e-9)
+    # a user's list cut into rows of at most max_items (the default, 5, keeps the packed attention small)
+    rater.max_items = 3
+    req = one_user(n, 1, 20)
+    worst["k20 by 3"] = float(np.abs(rater.distribution(req) - rater.distribution_one_by_one(req)).max())
+    assert worst["k20 by 3"] < 1e-4
     print(attn, worst)
-    # the model reads the candidate: rows differ
-    assert np.abs(multi[0] - multi[1]).max() > 1e-4
+    assert np.abs(multi[0] - multi[1]).max() > 1e-4  # the model reads the candidate: rows differ
     # the packed row shares the history: fewer tokens than the rests one by one
     _, rests = rater.encode_parts(one_user(n, 0, 5))
     assert len(pack_items(rests)[0]) < sum(len(r) for r in rests)

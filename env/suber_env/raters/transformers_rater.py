@@ -49,7 +49,7 @@ class TransformersRater(Rater):
         share_persona: bool = True,
         persona_cache_size: int = 256,
         multi_item: bool = False,
-        max_items: int = 32,
+        max_items: int = 5,
     ):
         from collections import OrderedDict
 
@@ -64,8 +64,9 @@ class TransformersRater(Rater):
         self.share_persona = share_persona and share_prefix
         self.persona_cache_size = persona_cache_size
         # several candidates of one user in one packed row (``pack_items``), on the persona path. Off by default:
-        # slower on CPU (bench/RESULTS.md), the common part of the rests (the history) being short beside each
-        # candidate's description and the masked attention over the packed row growing with its square
+        # on CPU no faster beyond the noise (bench/RESULTS.md), the common part of the rests (the history) being
+        # short beside each candidate's description; at most ``max_items`` per row, as the masked attention over
+        # a packed row grows with its square (20 in one row: 0.65x)
         self.multi_item, self.max_items = multi_item, max_items
         self._persona_kv: OrderedDict = OrderedDict()  # user -> [(k, v) per layer], (kv_heads, L_u, d)
         self._persona_ids: dict[int, list[int]] = {}
