@@ -51,6 +51,7 @@ BENCHES = {
     "bench_tune": ["--smoke"],
     "bench_model_load": ["--smoke"],
     "bench_intervals": ["--smoke"],
+    "bench_multi_item": ["--smoke"],
 }
 # the GPU parts, their tiny models on CUDA as the real GPU runs place them (bfloat16 where those use it)
 CUDA_BENCHES = {

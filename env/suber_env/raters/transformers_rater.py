@@ -48,6 +48,8 @@ class TransformersRater(Rater):
         share_prefix: bool = True,
         share_persona: bool = True,
         persona_cache_size: int = 256,
+        multi_item: bool = False,
+        max_items: int = 5,
     ):
         from collections import OrderedDict
 
@@ -61,6 +63,11 @@ class TransformersRater(Rater):
         self.max_batch, self.max_batch_tokens, self.share_prefix = max_batch, max_batch_tokens, share_prefix
         self.share_persona = share_persona and share_prefix
         self.persona_cache_size = persona_cache_size
+        # several candidates of one user in one packed row (``pack_items``), on the persona path. Off by default:
+        # on CPU no faster beyond the noise (bench/RESULTS.md), the common part of the rests (the history) being
+        # short beside each candidate's description; at most ``max_items`` per row, as the masked attention over
+        # a packed row grows with its square (20 in one row: 0.65x)
+        self.multi_item, self.max_items = multi_item, max_items
         self._persona_kv: OrderedDict = OrderedDict()  # user -> [(k, v) per layer], (kv_heads, L_u, d)
         self._persona_ids: dict[int, list[int]] = {}
         probe = self.render.full("x", self.pb.answer_prefix("Ann", "F"))
@@ -295,6 +302,67 @@ class TransformersRater(Rater):
             step2 = self._step2(cache, visible, P + plen + lens)
         return self._label_probs(logits, step2)
 
+    def _forward_batch_multi(self, users: list[int], packs: list[tuple]) -> list[np.ndarray]:
+        """Shared prefix + each row's cached persona + one packed row per user (``pack_items``): a 4-D mask lets each
+        candidate see the prefix, the persona, the common part and its own tail only. Returns each row's (k, L)."""
+        torch = self.torch
+        b, P = len(users), len(self.prefix_ids)
+        ids, lens = self._padded([p[0] for p in packs])
+        T = ids.shape[1]
+        seg = torch.full((b, T), -1, dtype=torch.long)
+        off = torch.zeros((b, T), dtype=torch.long)
+        for r, (seq, sg, ps, _) in enumerate(packs):
+            seg[r, : len(seq)] = torch.tensor(sg)
+            off[r, : len(seq)] = torch.tensor(ps)
+        seg, off = seg.to(self.device), off.to(self.device)
+        cache, plen = self._persona_batch_cache(users, T)
+        Lmax = int(plen.max())
+        cols = torch.arange(P + Lmax, device=self.device)
+        head_vis = ~((cols[None, :] >= P + plen[:, None]) & (cols[None, :] < P + Lmax))  # (b, P + Lmax)
+        t = torch.arange(T, device=self.device)
+        causal = t[None, :] <= t[:, None]  # (query, key)
+        same = (seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None])  # (b, query, key)
+        vis = torch.cat([head_vis[:, None, :].expand(b, T, -1), causal[None] & same], dim=2)
+        if self.model.config._attn_implementation == "sdpa":
+            mask = vis  # True where seen: sdpa takes a boolean mask as it is
+        else:  # eager (and others) add the mask to the scores
+            dtype = next(self.model.parameters()).dtype
+            mask = torch.zeros(vis.shape, dtype=dtype, device=self.device).masked_fill_(~vis, torch.finfo(dtype).min)
+        pos = (P + plen)[:, None] + off
+        body, head = self._body_head()
+        with torch.inference_mode():
+            h = body(
+                input_ids=ids, attention_mask=mask[:, None], position_ids=pos, past_key_values=cache, use_cache=True
+            ).last_hidden_state
+            rows = torch.tensor([r for r, p in enumerate(packs) for _ in p[3]], device=self.device)
+            at = torch.tensor([i for p in packs for i in p[3]], device=self.device)
+            probs = self._label_probs(head(h[rows, at]))
+        out, n = [], 0
+        for p in packs:
+            out.append(probs[n : n + len(p[3])])
+            n += len(p[3])
+        return out
+
+    def _multi_item(self, users: list[int], rests: list[list[int]], out: np.ndarray) -> np.ndarray:
+        """Rate the requests of users with several of them as packed rows into ``out``; the indices left."""
+        by_user: dict[int, list[int]] = {}
+        for i, u in enumerate(users):
+            by_user.setdefault(u, []).append(i)
+        groups = [g[s : s + self.max_items] for g in by_user.values() for s in range(0, len(g), self.max_items)]
+        groups = [g for g in groups if len(g) > 1]
+        if not groups:
+            return np.arange(len(users))
+        packs = [pack_items([rests[i] for i in g]) for g in groups]
+        gusers = [users[g[0]] for g in groups]
+        total = np.array([len(self._persona_ids[u]) + len(p[0]) for u, p in zip(gusers, packs, strict=True)])
+        for idx in self.batches(total):
+            probs = self._forward_batch_multi([gusers[j] for j in idx], [packs[j] for j in idx])
+            for j, pr in zip(idx, probs, strict=True):
+                out[groups[j]] = pr
+        done = np.zeros(len(users), bool)
+        done[[i for g in groups for i in g]] = True
+        return np.flatnonzero(~done)
+
     def batches(self, lengths: np.ndarray) -> list[np.ndarray]:
         """Group request indices by length: sort, then cut into batches under max_batch / max_batch_tokens."""
         order = np.argsort(lengths, kind="stable")
@@ -316,9 +384,13 @@ class TransformersRater(Rater):
         if self.share_persona and self.prefix_ids:
             users = req.users.tolist()
             self._persona_caches(users, heads)
-            total = np.array([len(h) + len(r) for h, r in zip(heads, rests, strict=True)])
+            left = np.arange(len(req))
+            if self.multi_item and not self.doubles:  # a two-token label keeps the one-row-per-request path
+                left = self._multi_item(users, rests, out)
+            total = np.array([len(heads[i]) + len(rests[i]) for i in left])
             for idx in self.batches(total):
-                out[idx] = self._forward_batch_persona([users[i] for i in idx], [rests[i] for i in idx])
+                rows = left[idx]
+                out[rows] = self._forward_batch_persona([users[i] for i in rows], [rests[i] for i in rows])
             return out
         seqs = [h + r for h, r in zip(heads, rests, strict=True)]
         use_prefix = self.share_prefix and bool(self.prefix_ids)
@@ -332,6 +404,25 @@ class TransformersRater(Rater):
         """Reference path: each request alone, the whole prompt, no cache, no padding."""
         seqs = [self.prefix_ids + s for s in self.encode(req)]
         return np.concatenate([self._forward_batch([s], with_prefix=False) for s in seqs])
+
+
+def pack_items(rests: list[list[int]]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Several requests' rests as one sequence: their longest common token prefix once, then each one's own tail.
+    Returns (ids, segment of each token: 0 common, j + 1 tail j, position offset of each token, index of each
+    tail's last token). Each tail's offsets go on from the common part as if it stood alone after it."""
+    common = min(len(r) for r in rests) - 1  # every tail keeps at least its last token, where its answer is read
+    for n in range(common):
+        if any(r[n] != rests[0][n] for r in rests[1:]):
+            common = n
+            break
+    ids, seg, pos, last = list(rests[0][:common]), [0] * common, list(range(common)), []
+    for j, r in enumerate(rests):
+        tail = r[common:]
+        ids += tail
+        seg += [j + 1] * len(tail)
+        pos += range(common, common + len(tail))
+        last.append(len(ids) - 1)
+    return ids, seg, pos, last
 
 
 @functools.cache
