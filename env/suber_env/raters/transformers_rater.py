@@ -337,11 +337,7 @@ class TransformersRater(Rater):
             rows = torch.tensor([r for r, p in enumerate(packs) for _ in p[3]], device=self.device)
             at = torch.tensor([i for p in packs for i in p[3]], device=self.device)
             probs = self._label_probs(head(h[rows, at]))
-        out, n = [], 0
-        for p in packs:
-            out.append(probs[n : n + len(p[3])])
-            n += len(p[3])
-        return out
+        return np.split(probs, np.cumsum([len(p[3]) for p in packs])[:-1])
 
     def _multi_item(self, users: list[int], rests: list[list[int]], out: np.ndarray) -> np.ndarray:
         """Rate the requests of users with several of them as packed rows into ``out``; the indices left."""
