@@ -44,8 +44,15 @@ def _read() -> dict:
     return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {"tests": {}, "fixtures": {}}
 
 
+def _key(nodeid: str) -> str:
+    """The test's id without the ``@group`` that pytest-xdist's loadgroup appends in its workers (after any
+    parameter id, as xdist reads it), so a test keeps one entry with and without xdist."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
 def _cost(item: pytest.Item, recorded: dict) -> float | None:
-    own = recorded["tests"].get(item.nodeid)
+    own = recorded["tests"].get(_key(item.nodeid))
     if own is None:
         return None
     fixtures = recorded["fixtures"]
@@ -66,16 +73,33 @@ def _longest_first(items: list[pytest.Item], recorded: dict) -> None:
     fixtures: dict[str, set[str]] = {}
     for item in items:
         unit = _unit(item)
-        cost[unit] = cost.get(unit, 0.0) + recorded["tests"].get(item.nodeid, 0.0)
+        cost[unit] = cost.get(unit, 0.0) + recorded["tests"].get(_key(item.nodeid), 0.0)
         fixtures.setdefault(unit, set()).update(getattr(item, "fixturenames", ()))
     for unit, names in fixtures.items():  # a fixture counts once per unit, however many of its tests use it
         cost[unit] += sum(recorded["fixtures"].get(name, 0.0) for name in names)
     items.sort(key=lambda item: -cost[_unit(item)])  # stable: a unit's tests keep their order
 
 
+def _check_groups_tagged(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """pytest-xdist's loadgroup keeps a group on one worker by a ``@group`` suffix it adds to each node id in the
+    worker; where it cannot (pytest 9.2 with xdist 3.8), the groups' tests spread over every worker, each starting
+    its own Ray cluster and running every benchmark: fail the run instead."""
+    if not getattr(config.option, "loadgroup", False):  # set in each worker by pytest-xdist
+        return
+    untagged = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if untagged:
+        raise pytest.UsageError(
+            f"pytest-xdist did not tag {untagged[0]} with its xdist_group, so --dist loadgroup would split the "
+            f"group over workers (pytest {pytest.__version__}); install the versions that pyproject.toml's dev "
+            "extra pins: pip install -e '.[dev]'"
+        )
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's worker has tagged the grouped tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     recorded = _read()
     if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker reads the same file, so all collect the same order
+        _check_groups_tagged(config, items)
         _longest_first(items, recorded)
     if not config.getoption("quick"):
         return
@@ -129,6 +153,7 @@ class _Recorder:
         self.cpu: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        test = _key(report.nodeid)
         built = 0.0  # the setup time of the fixtures this test set up: counted as theirs, not the test's
         for key, value in report.user_properties:
             if key == _FIXTURE and report.when == "setup":
@@ -136,9 +161,9 @@ class _Recorder:
                 self.fixtures[name] = round(max(self.fixtures.get(name, 0.0), seconds), 3)
                 built += seconds
             elif key == _CPU:
-                self.cpu[report.nodeid] = round(self.cpu.get(report.nodeid, 0.0) + value, 3)
+                self.cpu[test] = round(self.cpu.get(test, 0.0) + value, 3)
         own = max(0.0, report.duration - built) if report.when == "setup" else report.duration
-        self.tests[report.nodeid] = round(self.tests.get(report.nodeid, 0.0) + own, 3)
+        self.tests[test] = round(self.tests.get(test, 0.0) + own, 3)
 
     def pytest_sessionfinish(self) -> None:
         recorded = _read()  # a partial run updates the times it took and keeps the others
