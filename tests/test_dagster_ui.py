@@ -1,10 +1,11 @@
 """The Dagster UI after an offline build, seen through headless Chromium (Playwright).
 
-Starts `dagster dev` on loopback and, while it starts, builds both packaged samples with the CLI into the Dagster
-home it serves (so the UI lists those builds), materializes the corpus jobs (the movies one by clicking
-"Materialize all" and picking the release partition, as a user would), then reads what the pages show: both
-domains in the lineage, an asset's kinds, row count and column schema, its plots' sketches shown inline (and the
-full plot one click away), its checks (blocking ones marked), a run. Each read waits for what it checks to show.
+Builds both packaged samples with the `suber-data` CLI (its own processes, as a user runs it) into the Dagster
+home that `dagster dev` then serves on loopback (so the UI lists those builds), materializes the corpus jobs (the
+movies one by clicking "Materialize all" and picking the release partition, as a user would), then reads what
+the pages show: both domains in the lineage, an asset's kinds, row count and column schema, its plots' sketches
+shown inline (and the full plot one click away), its checks (blocking ones marked), a run. Each read waits for
+what it checks to show.
 Screenshots go to $SUBER_DATA_UI_SHOTS (docs/img/ holds the committed ones) or the test's tmp folder.
 
 Needs Playwright (the dev extra) and a Chromium at /usr/bin/chromium (Debian's `chromium` package); no
@@ -13,17 +14,16 @@ browser is downloaded. Without them the test skips, saying which is missing.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from suber_data.cli.main import app
 from tests.support.dagster_server import dagster_server, graphql, launch_job, wait_for_run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -74,11 +74,14 @@ def offline(tmp_path, monkeypatch) -> dict[str, str]:
 
 
 def build_both_samples(env: dict[str, str]) -> None:
-    """Both samples built offline by the CLI, recorded in the Dagster home the UI serves."""
+    """Both samples built offline by the CLI, recorded in the Dagster home the UI serves. Before `dagster dev`
+    starts: a build beside its start raced it to create the instance's SQLite storage (alembic: "more than one
+    head")."""
+    cli = str(Path(sys.executable).with_name("suber-data"))
     common = ["--users", "8", "--llm", "template", "--embedding-model", "minilm", "--data-dir", env["SUBER_DATA_DIR"]]
     for domain, release in (("movies", "sample"), ("books", "books-sample")):
-        result = CliRunner().invoke(app, ["build", domain, "--release", release, *common])
-        assert result.exit_code == 0, result.output
+        run = subprocess.run([cli, "build", domain, "--release", release, *common], capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
 
 WAIT = 60_000  # ms: the most any page may take to show what a step waits for (it usually takes 1 to 3 s)
@@ -111,13 +114,8 @@ ZOOM_SETTLED = """() => new Promise(done => {
 def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(offline, tmp_path):
     shots = Path(os.environ.get("SUBER_DATA_UI_SHOTS") or tmp_path / "shots")
     shots.mkdir(parents=True, exist_ok=True)
-    # the builds run while `dagster dev` starts (its webserver and code server take 20 s and more); the UI lists
-    # the runs they record, whenever they land
-    build = functools.partial(build_both_samples, offline)
-    with (
-        dagster_server("dagster", tmp_path / "dagster_home", offline, while_starting=build) as base,
-        sync_api.sync_playwright() as pw,
-    ):
+    build_both_samples(offline)
+    with dagster_server("dagster", tmp_path / "dagster_home", offline) as base, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch_persistent_context(
             tempfile.mkdtemp(dir=tmp_path),  # a fresh profile every time
             executable_path=CHROMIUM,

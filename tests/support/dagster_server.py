@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -32,17 +32,9 @@ def graphql(url: str, query: str, variables: dict | None = None) -> dict:
 
 
 @contextlib.contextmanager
-def dagster_server(
-    command: str,
-    home: Path,
-    env: dict[str, str],
-    timeout: float = 240,
-    while_starting: Callable[[], object] | None = None,
-) -> Iterator[str]:
+def dagster_server(command: str, home: Path, env: dict[str, str], timeout: float = 240) -> Iterator[str]:
     """Start ``dg dev`` or ``dagster dev`` (``command``: "dg" or "dagster") in the repository root on a free
-    loopback port; yield its base URL once the code location has loaded; stop the whole process group after.
-    ``while_starting``: called once the process is started, before waiting for it (work that can overlap its
-    start, which takes a core for 20 s or more)."""
+    loopback port; yield its base URL once the code location has loaded; stop the whole process group after."""
     port = free_port()
     home.mkdir(parents=True, exist_ok=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -59,8 +51,6 @@ def dagster_server(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        if while_starting:
-            while_starting()
         deadline = time.monotonic() + timeout
         while True:  # the webserver answers before the code location has loaded: wait for the asset nodes
             try:
