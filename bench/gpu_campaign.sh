@@ -66,8 +66,9 @@ part() {  # part NAME SECONDS ARGS...: one part, its own time limit, its output 
 
 if [ "$CALL" = 1 ] || [ "$CALL" = all ]; then
   # the gpu-marked tests that run without the builder's packages (the device has none of dagster's)
-  part pytest 60 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py
-  part rater 150
+  part pytest 60 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py \
+    env/tests/test_rater_fp8.py::test_fp8_matmul_on_cuda_close_to_the_rounded_weights
+  part rater 210
   part embeddings 60
 fi
 if [ "$CALL" = 2 ] || [ "$CALL" = all ]; then

@@ -8,6 +8,8 @@ figure, not a quality one), and a 1B-class one (Llama-3.2-1B's shapes) beside it
 (see gpu_prepare.py). Workload: what a vector env sends (``slots`` users, one request each per step, 3 retrieved
 past items each, 2-shot 0-9 prompts over the carried sample release's movies).
 
+Then the 7B with FP8 weights (``bench_fp8``): its ratings against bf16 and ratings/s at k = 1 and k = 5.
+
 Figures: ratings/s of each side and their ratio (goals for the 7B: >= 10x and >= 100 ratings/s), prompt tokens/s
 (the same prompts' tokens over each side's time), computed tokens/s (what the batched path ran: each persona once,
 each request's rest), model FLOP utilisation against the card's dense bf16 peak, and peak GPU memory.
@@ -101,8 +103,53 @@ def bench_model(fig: Figures, shape: str, tok, ds, dev: str, dtype, args, goals:
             step = lambda r=rater, req=work[0]: r.distribution(req)  # noqa: E731
             gpu_lib.profile(step, dev, f"{label}: one step, persona caches cold")
         del rater
+    if goals:
+        bench_fp8(fig, shape, model, tok, ds, dev, args, name)  # last: it swaps the model's layers in place
     del model
     gpu_lib.free(dev)
+
+
+def bench_fp8(fig: Figures, shape: str, model, tok, ds, dev: str, args, name: str) -> None:
+    """The same model with FP8 weights (suber_env/raters/fp8.py: torch's FP8 matmul on Hopper, rounded weights
+    elsewhere): its ratings against the model's own on one step (largest probability difference, top-label
+    agreement), ratings/s at k = 1 (one candidate per user, batched) and at k = 5 (five candidates of a user in
+    one packed row, multi-item scoring), each beside the unquantised model's k = 5."""
+    from bench_multi_item import candidate_lists
+    from suber_env import TransformersRater
+    from suber_env.raters.fp8 import quantize_linears
+
+    slots = args.slot_list[0]
+    steps = max(1, args.ratings // slots)
+    work = workload(ds, slots, steps)
+    lists = candidate_lists(ds, work[0].users[: max(1, slots // 5)], 5)
+
+    def rater(multi: bool = False):
+        return TransformersRater(
+            ds, model, tok, scale="0-9", shots=2, max_batch=slots, max_batch_tokens=slots * 1024, multi_item=multi
+        )
+
+    def per_second(r, req) -> float:
+        r.distribution(req.subset(slice(0, 1)))  # the shared prefix's cache, kernels
+        r._persona_kv.clear()
+        with Timer(dev) as t:
+            r.distribution(req)
+        return len(req) / t.seconds
+
+    before = rater().distribution(work[0])
+    k5_before = per_second(rater(multi=True), lists)
+    path = quantize_linears(model)
+    fig.note(f"{shape}: FP8 weights through {path}")
+    fp8 = rater()
+    after = fp8.distribution(work[0])
+    label = f"{shape}, FP8 weights ({path}), {slots} slots"
+    fig.add(f"{label}: largest probability difference from {model.dtype}", 1e3 * abs(after - before).max(), "1e-3")
+    agree = 100 * float((after.argmax(1) == before.argmax(1)).mean())
+    fig.add(f"{label}: top-label agreement with {model.dtype}", agree, "%")
+    fp8._persona_kv.clear()
+    seconds = run_batched(fp8, work, dev)
+    fig.add(f"{label}: batched ratings/s, k = 1", slots * steps / seconds, "ratings/s", 100, name)
+    fig.add(f"{shape}, {model.dtype} weights: multi-item ratings/s, k = 5", k5_before, "ratings/s", None, name)
+    fig.add(f"{label}: multi-item ratings/s, k = 5", per_second(rater(multi=True), lists), "ratings/s", None, name)
 
 
 def main() -> None:

@@ -80,13 +80,24 @@ class TransformersRater(Rater):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.prefix_ids = tokenizer(self.render.prefix, add_special_tokens=False)["input_ids"]
         self._prefix_cache = None
+        self.fp8: str | None = None  # the FP8 path from_pretrained took, if asked (fp8.py)
 
     @classmethod
     def from_pretrained(
-        cls, ds, path: str, gguf_file: str | None = None, device: str | None = None, dtype=None, **kw
+        cls, ds, path: str, gguf_file: str | None = None, device: str | None = None, dtype=None, fp8=False, **kw
     ) -> TransformersRater:
+        """``fp8``: the decoder's linear layers stored in float8 (``fp8.py``: torch's FP8 matmul on CUDA devices
+        of compute capability 8.9 and up, the same rounded weights in ``dtype`` elsewhere); ``rater.fp8`` names
+        the path taken."""
         model, tok = load_model(path, gguf_file, device, dtype)
-        return cls(ds, model, tok, **kw)
+        path_taken = None
+        if fp8:
+            from .fp8 import quantize_linears
+
+            path_taken = quantize_linears(model)
+        rater = cls(ds, model, tok, **kw)
+        rater.fp8 = path_taken
+        return rater
 
     # -- token ids
     def encode_parts(self, req: Requests) -> tuple[list[list[int]], list[list[int]]]:
