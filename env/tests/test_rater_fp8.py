@@ -60,6 +60,7 @@ def test_a_model_without_linear_layers_is_refused():
         quantize_linears(NoLinear())
 
 
+@pytest.mark.gpu  # the GPU campaign's pytest part runs `pytest -m gpu`
 @pytest.mark.skipif(not scaled_mm_available("cuda"), reason="needs a CUDA device of compute capability 8.9 or up")
 def test_fp8_matmul_on_cuda_close_to_the_rounded_weights():
     torch.manual_seed(0)
