@@ -113,7 +113,7 @@ def bench_fp8(fig: Figures, shape: str, model, tok, ds, dev: str, args, name: st
     """The same model with FP8 weights (suber_env/raters/fp8.py: torch's FP8 matmul on Hopper, rounded weights
     elsewhere): its ratings against the model's own on one step (largest probability difference, top-label
     agreement), ratings/s at k = 1 (one candidate per user, batched) and at k = 5 (five candidates of a user in
-    one packed row, multi-item scoring), each beside the unquantised model's k = 5."""
+    one packed row, multi-item scoring), the latter beside the unquantised model's k = 5."""
     from bench_multi_item import candidate_lists
     from suber_env import TransformersRater
     from suber_env.raters.fp8 import quantize_linears
