@@ -53,7 +53,8 @@ def requests_for(info: BackendInfo, n: int, decoding: Decoding):
     return reqs
 
 
-def run_batched(backend, reqs, decoding: Decoding, batch: int) -> tuple[float, int]:
+def run_batched(backend, reqs, decoding: Decoding, batch: int, texts: list | None = None) -> tuple[float, int]:
+    """Seconds and tokens for ``reqs`` in batches of ``batch``; each run's text appended to ``texts`` when given."""
     tokens = 0
     start = time.perf_counter()
     for i in range(0, len(reqs), batch):
@@ -71,6 +72,8 @@ def run_batched(backend, reqs, decoding: Decoding, batch: int) -> tuple[float, i
             if run.error or parse_output(r, run.text)[1] is None:
                 raise SystemExit(f"batched run failed for user {r.user_id}: {run.error or run.text!r}")
             tokens += len(run.tokens)
+            if texts is not None:
+                texts.append(run.text)
     return time.perf_counter() - start, tokens
 
 

@@ -1,7 +1,9 @@
 """Descriptions on the GPU: users per second of the project's batched constrained engine
 (``suber_data.descriptions.local.LocalBackend``: llguidance masks, batched decoding) against guidance's own
 Transformers engine, one user after another (``bench_descriptions.run_guidance``), on the same model object, the
-same users and programs, in the same command.
+same users and programs, in the same command. The engine runs twice: with its eager growing-cache steps and with
+its fixed buffers whose one-token step is replayed from CUDA graphs (``decode_steps.py``; on the CPU at smoke size
+the same buffers run eagerly), and the texts of the two are compared.
 
 Model: Vicuna-7B v1.5's architecture (Llama 2 7B shapes) with random weights in bfloat16, SmolLM2's tokenizer and
 chat template (see gpu_prepare.py): a throughput figure, not a quality one. Users: the carried ``users.parquet``
@@ -67,25 +69,47 @@ def main() -> None:
         raise SystemExit(f"{gpu_lib.assets()['users']} has {len(table)} users, fewer than --users {args.users}")
     reqs = requests(backend.info, table[: args.users], decoding)
     fig.note(f"{len(reqs)} users, temperature {decoding.temperature}, max_tokens {decoding.max_tokens}")
-    backend.run_programs(  # warm-up (head cache, allocator, kernels), not timed
-        [backend.prompt_parts(reqs[0])], [backend.grammar(reqs[0], decoding)], [1], decoding.temperature, 4
-    )
-    backend._heads.clear()
-    gpu_lib.reset_peak(dev)
-    b_sec, b_tok = run_batched(backend, reqs, decoding, args.batch)
-    peak = gpu_lib.peak_memory_gib(dev)
-    gpu_lib.sync(dev)
+    graphs = "graphs" if dev == "cuda" else "static"
+    for r in reqs:  # each user's grammar is built once and memoised: built here, neither timed run pays for it
+        backend.grammar(r, decoding)
+    results = {}
+    for mode in ("growing", graphs):
+        backend.decode = mode
+        backend.run_programs(  # warm-up (head cache, allocator, kernels, a first graph), not timed
+            [backend.prompt_parts(reqs[0])], [backend.grammar(reqs[0], decoding)], [1], decoding.temperature, 4
+        )
+        backend._heads.clear()
+        gpu_lib.reset_peak(dev)
+        texts: list[str] = []
+        try:
+            seconds, tokens = run_batched(backend, reqs, decoding, args.batch, texts)
+        except Exception as exc:  # noqa: BLE001 - a failed capture must not cost the other figures
+            fig.note(f"{mode} steps failed: {type(exc).__name__}: {exc}")
+            continue
+        results[mode] = (seconds, tokens, texts, gpu_lib.peak_memory_gib(dev))
+        gpu_lib.sync(dev)
     g_sec, g_tok = run_guidance(backend, reqs[: args.baseline], decoding)
-    ours, theirs = len(reqs) / b_sec, args.baseline / g_sec
-    fig.add(f"batched engine users/s (batch {args.batch})", ours, "users/s", 50, name)
+    theirs = args.baseline / g_sec
     fig.add(f"guidance one at a time users/s ({args.baseline} users)", theirs, "users/s", None, name)
-    fig.ratio("users/s, batched engine vs guidance one at a time", ours, theirs, 20, name)
-    fig.add("batched engine tokens/s", b_tok / b_sec, "tokens/s", None, name)
     fig.add("guidance one at a time tokens/s", g_tok / g_sec, "tokens/s", None, name)
-    fig.add("peak memory, batched", peak, "GiB" if dev == "cuda" else "GiB RSS", None, name)
-    if args.profile:  # one more batch, after the timed runs: where its time goes
+    memory = "GiB" if dev == "cuda" else "GiB RSS"
+    label = {"growing": "batched engine, eager steps", graphs: f"batched engine, {graphs} steps"}
+    for mode, (seconds, tokens, _, peak) in results.items():
+        ours = len(reqs) / seconds
+        fig.add(f"{label[mode]}: users/s (batch {args.batch})", ours, "users/s", 50, name)
+        fig.ratio(f"users/s, {label[mode]} vs guidance one at a time", ours, theirs, 20, name)
+        fig.add(f"{label[mode]}: tokens/s", tokens / seconds, "tokens/s", None, name)
+        fig.add(f"{label[mode]}: peak memory", peak, memory, None, name)
+    if len(results) == 2:
+        (eager, _, eager_texts, _), (fast, _, fast_texts, _) = results["growing"], results[graphs]
+        fig.ratio(f"users/s, {graphs} steps vs eager steps", len(reqs) / fast, len(reqs) / eager, None, name)
+        same = sum(a == b for a, b in zip(eager_texts, fast_texts, strict=True))
+        fig.add(f"texts identical, {graphs} steps vs eager steps (of {len(reqs)})", same, "users")
+    if args.profile and results:  # one more batch of the faster way, after the timed runs: where its time goes
+        backend.decode = min(results, key=lambda m: results[m][0])
         chunk = reqs[: args.batch]
-        gpu_lib.profile(lambda: run_batched(backend, chunk, decoding, args.batch), dev, f"one batch of {len(chunk)}")
+        step = lambda: run_batched(backend, chunk, decoding, args.batch)  # noqa: E731
+        gpu_lib.profile(step, dev, f"one batch of {len(chunk)}, {backend.decode} steps")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ tokens (literal text of the program) come from the matcher's fast-forward tokens
 tokenized canonically. Each sequence samples with its own seeded generator, so which other users share the
 batch does not change its random draws; it can still change the logits' last bits (padding, kernel shapes),
 and so now and then a sampled token: generate.py fixes the batches by block, so that they are the same on a
-rerun and on Ray workers. Finished sequences leave the batch (their cache rows are dropped).
+rerun and on Ray workers. Finished sequences leave the batch; decode_steps.py runs the steps (growing or static
+buffers, the latter replayed from CUDA graphs on a GPU).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from suber_data.descriptions import decoding_aids
 from suber_data.descriptions.base import BackendInfo, Output
+from suber_data.descriptions.decode_steps import DECODE_MODES, decode_steps
 from suber_data.descriptions.decoding_aids import RepeatGuard, ban_repeats
 from suber_data.descriptions.gguf_folder import gguf_as_folder
 from suber_data.descriptions.grammar import guidance_program, parse_output
@@ -53,10 +54,14 @@ def pick_dtype(device: str, dtype: str | None = None) -> torch.dtype:
 
 
 class LocalBackend:
-    def __init__(self, info: BackendInfo, model, tokenizer, device: str):
+    def __init__(self, info: BackendInfo, model, tokenizer, device: str, decode: str = "growing"):
+        """``decode``: how the decoding steps run (decode_steps.py): "growing", "static" or "graphs" (CUDA)."""
         import llguidance
         import llguidance.hf
 
+        if decode not in DECODE_MODES or (decode == "graphs" and not str(device).startswith("cuda")):
+            raise SuberDataError(f"decode={decode!r} on {device}: use one of {DECODE_MODES} (graphs: CUDA only)")
+        self.decode = decode
         self.info = info
         self.model = model
         self.tokenizer = tokenizer
@@ -203,7 +208,7 @@ class LocalBackend:
         # One generator per sequence, on the model's device (noise is drawn where the logits are).
         generators = [torch.Generator(device=self.device).manual_seed(int(s)) for s in seeds]
         cache, logits, attn, next_pos = self._prefill(prompts)
-        decoding_aids.make_room(cache, min(max_steps, decoding_aids.ROOM))
+        stepper = decode_steps(self.model, cache, attn, next_pos, max_steps, self.decode)
         active = list(range(n))  # batch row -> sequence index
         tokens: list[list[int]] = [[] for _ in range(n)]
         finished_at = [0.0] * n
@@ -252,7 +257,7 @@ class LocalBackend:
             if not keep:
                 break
             active = [active[i] for i in keep]
-            logits, attn, next_pos = self._advance(cache, attn, next_pos, [step_rows[i] for i in keep], keep, rows)
+            logits = stepper.advance([step_rows[i] for i in keep], keep)
         if active and steps >= max_steps:
             for r in active:
                 if not finished_at[r]:
@@ -261,27 +266,6 @@ class LocalBackend:
         decode = self.ll_tokenizer.decode_bytes
         texts = [decode(t).decode("utf-8", errors="replace") for t in tokens]
         return [Run(tokens[r], texts[r], finished_at[r] - start, errors[r], cut[r]) for r in range(n)]
-
-    def _advance(self, cache, attn, next_pos, step_rows: list[list[int]], keep: list[int], rows: int):
-        """Feed the rows still running (``keep`` of ``rows``) their tokens of this step, all of one width; the cache
-        drops the finished rows first. Returns the next logits, attention mask and positions."""
-        width = len(step_rows[0])
-        step_tokens = torch.tensor(step_rows, dtype=torch.long, device=self.device)
-        if len(keep) < rows:
-            index = torch.tensor(keep, dtype=torch.long, device=self.device)
-            cache.batch_select_indices(index)
-            attn = attn.index_select(0, index)
-            next_pos = next_pos.index_select(0, index)
-        attn = torch.cat([attn, attn.new_ones((len(keep), width))], dim=1)
-        out = self.model(
-            input_ids=step_tokens,
-            attention_mask=attn,
-            position_ids=next_pos[:, None] + torch.arange(width, device=self.device),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        return out.logits[:, -1, :], attn, next_pos + width
 
     def _choose(self, logits, mask, rows_of: list, temperature: float) -> tuple[list[int], list[bool]]:
         """Each row's next token among those its grammar allows (``rows_of``: matcher, repeat guard, generator per
