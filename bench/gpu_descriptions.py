@@ -46,6 +46,9 @@ def main() -> None:
     def extra(ap):
         ap.add_argument("--users", type=int, default=256)
         ap.add_argument("--batch", type=int, default=128)
+        ap.add_argument(
+            "--wide", type=int, default=256, help="a further run of the graph steps at this batch (0: none)"
+        )
         ap.add_argument("--baseline", type=int, default=4, help="users written by guidance's loop")
         ap.add_argument("--max-tokens", type=int, default=64)
         ap.add_argument("--temperature", type=float, default=0.7)
@@ -53,7 +56,7 @@ def main() -> None:
 
     args = gpu_lib.parse_args(__doc__.splitlines()[0], extra)
     if args.smoke:
-        args.users, args.batch, args.baseline, args.max_tokens = 2, 2, 1, 8
+        args.users, args.batch, args.wide, args.baseline, args.max_tokens = 2, 1, 2, 1, 8
     dev = args.device
     fig = Figures("descriptions", args.out, dev, args.smoke)
     tok = gpu_lib.smollm2_tokenizer()
@@ -72,8 +75,16 @@ def main() -> None:
     graphs = "graphs" if dev == "cuda" else "static"
     for r in reqs:  # each user's grammar is built once and memoised: built here, neither timed run pays for it
         backend.grammar(r, decoding)
+    g_sec, g_tok = run_guidance(backend, reqs[: args.baseline], decoding)  # first: a failed capture may end it all
+    theirs = args.baseline / g_sec
+    fig.add(f"guidance one at a time users/s ({args.baseline} users)", theirs, "users/s", None, name)
+    fig.add("guidance one at a time tokens/s", g_tok / g_sec, "tokens/s", None, name)
+    memory = "GiB" if dev == "cuda" else "GiB RSS"
+    label = {"growing": "batched engine, eager steps", graphs: f"batched engine, {graphs} steps"}
     results = {}
-    for mode in ("growing", graphs):
+    runs = [("growing", args.batch), (graphs, args.batch)]
+    runs += [(graphs, args.wide)] if args.wide and args.wide != args.batch else []
+    for mode, batch in runs:
         backend.decode = mode
         backend.run_programs(  # warm-up (head cache, allocator, kernels, a first graph), not timed
             [backend.prompt_parts(reqs[0])], [backend.grammar(reqs[0], decoding)], [1], decoding.temperature, 4
@@ -82,33 +93,28 @@ def main() -> None:
         gpu_lib.reset_peak(dev)
         texts: list[str] = []
         try:
-            seconds, tokens = run_batched(backend, reqs, decoding, args.batch, texts)
+            seconds, tokens = run_batched(backend, reqs, decoding, batch, texts)
         except Exception as exc:  # noqa: BLE001 - a failed capture must not cost the other figures
-            fig.note(f"{mode} steps failed: {type(exc).__name__}: {exc}")
+            fig.note(f"{mode} steps, batch {batch} failed: {type(exc).__name__}: {exc}")
+            gpu_lib.free(dev)
             continue
-        results[mode] = (seconds, tokens, texts, gpu_lib.peak_memory_gib(dev))
-        gpu_lib.sync(dev)
-    g_sec, g_tok = run_guidance(backend, reqs[: args.baseline], decoding)
-    theirs = args.baseline / g_sec
-    fig.add(f"guidance one at a time users/s ({args.baseline} users)", theirs, "users/s", None, name)
-    fig.add("guidance one at a time tokens/s", g_tok / g_sec, "tokens/s", None, name)
-    memory = "GiB" if dev == "cuda" else "GiB RSS"
-    label = {"growing": "batched engine, eager steps", graphs: f"batched engine, {graphs} steps"}
-    for mode, (seconds, tokens, _, peak) in results.items():
-        ours = len(reqs) / seconds
-        fig.add(f"{label[mode]}: users/s (batch {args.batch})", ours, "users/s", 50, name)
-        fig.ratio(f"users/s, {label[mode]} vs guidance one at a time", ours, theirs, 20, name)
-        fig.add(f"{label[mode]}: tokens/s", tokens / seconds, "tokens/s", None, name)
-        fig.add(f"{label[mode]}: peak memory", peak, memory, None, name)
-    if len(results) == 2:
-        (eager, _, eager_texts, _), (fast, _, fast_texts, _) = results["growing"], results[graphs]
+        peak = gpu_lib.peak_memory_gib(dev)
+        results[mode, batch] = (seconds, tokens, texts)
+        what, ours = f"{label[mode]}, batch {batch}", len(reqs) / seconds
+        fig.add(f"{what}: users/s", ours, "users/s", 50, name)
+        fig.ratio(f"users/s, {what} vs guidance one at a time", ours, theirs, 20, name)
+        fig.add(f"{what}: tokens/s", tokens / seconds, "tokens/s", None, name)
+        fig.add(f"{what}: peak memory", peak, memory, None, name)
+    pair = ("growing", args.batch), (graphs, args.batch)
+    if all(p in results for p in pair):
+        (eager, _, eager_texts), (fast, _, fast_texts) = (results[p] for p in pair)
         fig.ratio(f"users/s, {graphs} steps vs eager steps", len(reqs) / fast, len(reqs) / eager, None, name)
         same = sum(a == b for a, b in zip(eager_texts, fast_texts, strict=True))
         fig.add(f"texts identical, {graphs} steps vs eager steps (of {len(reqs)})", same, "users")
     if args.profile and results:  # one more batch of the faster way, after the timed runs: where its time goes
-        backend.decode = min(results, key=lambda m: results[m][0])
-        chunk = reqs[: args.batch]
-        step = lambda: run_batched(backend, chunk, decoding, args.batch)  # noqa: E731
+        backend.decode, batch = min(results, key=lambda k: results[k][0])
+        chunk = reqs[:batch]
+        step = lambda: run_batched(backend, chunk, decoding, batch)  # noqa: E731
         gpu_lib.profile(step, dev, f"one batch of {len(chunk)}, {backend.decode} steps")
 
 
