@@ -110,6 +110,9 @@ SHAPES = {
     # Llama-3.2-1B: the 1B-class figure beside it
     "llama-1b": ("llama", dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                                num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=True)),
+    # SmolLM2-135M: the packaged rater's architecture (30 narrow layers, 3 key-value heads), for the tuning part
+    "smollm2-135m": ("llama", dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                                   num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True)),
     # Vicuna-7B v1.5 (Llama 2 7B): full multi-head attention
     "vicuna-7b": ("llama", dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                                 num_attention_heads=32, num_key_value_heads=32)),
