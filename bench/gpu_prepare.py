@@ -1,6 +1,6 @@
 """Makes the GPU campaign's assets here, where the builder and the offline models are, for the device to carry.
 
-    python bench/gpu_prepare.py             # into .gpu-carry/assets (git-ignored): about 5 MB
+    python bench/gpu_prepare.py             # into .gpu-carry/assets (git-ignored): about 5.5 MB
     python bench/gpu_prepare.py --smoke     # the tiny version, into SUBER_GPU_ASSETS or a folder given by --into
 
 What it writes (``assets.json`` names each):
