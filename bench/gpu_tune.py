@@ -95,7 +95,7 @@ def main() -> None:
 
     args = gpu_lib.parse_args(__doc__.splitlines()[0], extra)
     if args.smoke:
-        args.examples, args.examples_1b, args.cpu_examples, args.batch, args.cpu_batch = 4, 4, 4, 2, 2
+        args.examples, args.examples_1b, args.cpu_examples, args.batch, args.cpu_batch = 8, 8, 4, 4, 2
         args.budget = 5.0
     dev = args.device
     fig = Figures("tune", args.out, dev, args.smoke)
