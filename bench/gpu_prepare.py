@@ -1,6 +1,6 @@
 """Makes the GPU campaign's assets here, where the builder and the offline models are, for the device to carry.
 
-    python bench/gpu_prepare.py             # into .gpu-carry/assets (git-ignored): about 5.5 MB
+    python bench/gpu_prepare.py             # into .gpu-carry/assets (git-ignored): about 6.5 MB
     python bench/gpu_prepare.py --smoke     # the tiny version, into SUBER_GPU_ASSETS or a folder given by --into
 
 What it writes (``assets.json`` names each):
@@ -12,7 +12,7 @@ What it writes (``assets.json`` names each):
 - ``data/movies/sample``: the packaged sample release built by the real builder (``--users N --llm template``,
   offline): what the rater and the vector env read;
 - ``data/real/movies/sample``: the same release with a real-user population (``--profile real --users 64
-  --min-history 5 --held-out 3``: the sample's raters with their history, about 660 history ratings): what the
+  --min-history 5 --held-out 3``: the sample's raters with their history, 659 history ratings): what the
   tuning part tunes on (synthetic users rate nothing);
 - ``users.parquet``: N users sampled by the build's users step (census profile, seed 42), as bench_descriptions
   samples them: the description requests;

@@ -70,9 +70,11 @@ def bench_model(fig: Figures, shape: str, tok, ds, dev: str, dtype, args, goals:
     for slots in args.slot_list if goals else args.small_slot_list:
         try:
             bench_slots(fig, shape, model, tok, ds, dev, args, goals, name, slots)
+            continue
         except torch.OutOfMemoryError:  # an 80 GB card may not hold the 7B's largest batch: the other rows go on
-            fig.note(f"{shape}, {slots} slots: out of GPU memory at max_batch {slots}; that row left out")
-            gpu_lib.free(dev)
+            pass
+        fig.note(f"{shape}, {slots} slots: out of GPU memory at max_batch {slots}; that row left out")
+        gpu_lib.free(dev)  # here, the exception's frames (the rater and its caches) gone
     if goals:
         bench_multi(fig, shape, model, tok, ds, dev, args, name)
         bench_fp8(fig, shape, model, tok, ds, dev, args, name)  # last: it swaps the model's layers in place
