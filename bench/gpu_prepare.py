@@ -1,6 +1,6 @@
 """Makes the GPU campaign's assets here, where the builder and the offline models are, for the device to carry.
 
-    python bench/gpu_prepare.py             # into .gpu-carry/assets (git-ignored): about 5 MB
+    python bench/gpu_prepare.py             # into .gpu-carry/assets (git-ignored): about 6.5 MB
     python bench/gpu_prepare.py --smoke     # the tiny version, into SUBER_GPU_ASSETS or a folder given by --into
 
 What it writes (``assets.json`` names each):
@@ -11,6 +11,9 @@ What it writes (``assets.json`` names each):
   sentence-t5-base-shaped encoder's (sentence-t5's own SentencePiece model cannot be had offline either);
 - ``data/movies/sample``: the packaged sample release built by the real builder (``--users N --llm template``,
   offline): what the rater and the vector env read;
+- ``data/real/movies/sample``: the same release with a real-user population (``--profile real --users 64
+  --min-history 5 --held-out 3``: the sample's raters with their history, 659 history ratings): what the
+  tuning part tunes on (synthetic users rate nothing);
 - ``users.parquet``: N users sampled by the build's users step (census profile, seed 42), as bench_descriptions
   samples them: the description requests;
 - ``texts.json``: embedding texts recombined from real TMDB overview sentences (bench_embeddings.make_texts).
@@ -28,7 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_lib  # noqa: E402
-from benchlib import SMOKE_CACHE_ENV, SMOLLM2_GGUF, build_movies, smoke_dataset, smollm2_dir  # noqa: E402
+from benchlib import SMOKE_CACHE_ENV, SMOLLM2_GGUF, build_movies, smoke_cache, smoke_dataset, smollm2_dir  # noqa: E402
+
+# the tuning part's real-user population: the sample's raters with at least 5 history ratings (3 held out)
+REAL_USERS, REAL_OPTIONS = 64, ("--profile", "real", "--min-history", "5", "--held-out", "3")
 
 
 def minilm_dir() -> Path:
@@ -51,8 +57,11 @@ def prepare(folder: Path, smoke: bool, users: int, texts: int) -> dict:
     AutoTokenizer.from_pretrained(minilm_dir()).save_pretrained(folder / "minilm_tokenizer")
     table["minilm_tokenizer"] = "minilm_tokenizer"
 
-    if smoke:  # the bench smoke cache's sample dataset (built once per cache), read where it is
+    if smoke:  # the bench smoke cache's sample datasets (built once per cache), read where they are
+        from bench_grounded import real_dataset
+
         table["dataset"] = str(smoke_dataset())
+        table["real_dataset"] = str(real_dataset(smoke_cache()))
     else:
         data = folder / "data"
         shutil.rmtree(data, ignore_errors=True)
@@ -60,6 +69,10 @@ def prepare(folder: Path, smoke: bool, users: int, texts: int) -> dict:
         (built / "catalog.duckdb").unlink(missing_ok=True)  # the env reads the Parquet files; keep the carry small
         shutil.rmtree(data / "cache", ignore_errors=True)
         table["dataset"] = str(built.relative_to(folder))
+        real = build_movies(data / "real", users=REAL_USERS, options=REAL_OPTIONS)
+        (real / "catalog.duckdb").unlink(missing_ok=True)
+        shutil.rmtree(data / "real" / "cache", ignore_errors=True)
+        table["real_dataset"] = str(real.relative_to(folder))
 
     import pyarrow.parquet as pq
 

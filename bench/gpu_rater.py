@@ -8,7 +8,9 @@ figure, not a quality one), and a 1B-class one (Llama-3.2-1B's shapes) beside it
 (see gpu_prepare.py). Workload: what a vector env sends (``slots`` users, one request each per step, 3 retrieved
 past items each, 2-shot 0-9 prompts over the carried sample release's movies).
 
-Then the 7B with FP8 weights (``bench_fp8``): its ratings against bf16 and ratings/s at k = 1 and k = 5.
+Then, for the 7B, multi-item scoring (``bench_multi``: a user's k candidates in one packed row) against the batched
+path on the same requests at k = 1, 5 and 20, and the 7B with FP8 weights (``bench_fp8``): its ratings against
+bf16 and ratings/s at k = 1 and k = 5.
 
 Figures: ratings/s of each side and their ratio (goals for the 7B: >= 10x and >= 100 ratings/s), prompt tokens/s
 (the same prompts' tokens over each side's time), computed tokens/s (what the batched path ran: each persona once,
@@ -60,53 +62,97 @@ def run_batched(rater, work, dev: str) -> float:
 
 
 def bench_model(fig: Figures, shape: str, tok, ds, dev: str, dtype, args, goals: bool) -> None:
-    from bench_env import suber_way
-    from suber_env import TransformersRater
+    import torch
 
     gpu_lib.free(dev)
     model, name, billions = gpu_lib.random_lm(shape, len(tok), dev, dtype, args.smoke)
     fig.note(f"{name}: {billions:.2f} B parameters, {dtype}, tokenizer SmolLM2-135M-Instruct ({len(tok)} tokens)")
-    for slots in args.slot_list:
-        steps = max(1, args.ratings // slots)
-        rater = TransformersRater(ds, model, tok, scale="0-9", shots=2, max_batch=slots, max_batch_tokens=slots * 1024)
-        work = workload(ds, slots, steps)
-        n = slots * steps
-        gpu_lib.reset_peak(dev)
-        seconds = run_batched(rater, work, dev)
-        peak = gpu_lib.peak_memory_gib(dev)
-        flops = gpu_lib.model_flops(model, computed_tokens(rater, work), n)
-        prompt_tokens = sum(len(rater.prefix_ids) + len(s) for req in work for s in rater.encode(req))
-        base = work[0].subset(slice(0, min(args.baseline, slots)))
-        suber_way(rater, base)  # warm-up on the same requests: each prompt length's kernels chosen before timing
-        with Timer(dev) as t:
-            suber_way(rater, base)
-        base_prompt = sum(len(rater.prefix_ids) + len(s) for s in rater.encode(base))
-        label = f"{shape}, {slots} slots x {steps} steps"
-        ours, theirs = n / seconds, len(base) / t.seconds
-        fig.add(f"{label}: batched one-pass ratings/s", ours, "ratings/s", 100 if goals else None, name)
-        fig.add(f"{label}: SUBER's way ratings/s ({len(base)} requests)", theirs, "ratings/s", None, name)
-        fig.ratio(f"{label}: ratings/s, batched vs SUBER's way", ours, theirs, 10 if goals else None, name)
-        fig.add(f"{label}: batched prompt tokens/s", prompt_tokens / seconds, "tokens/s", None, name)
-        fig.add(f"{label}: SUBER's way prompt tokens/s", base_prompt / t.seconds, "tokens/s", None, name)
-        fig.add(f"{label}: batched computed tokens/s", computed_tokens(rater, work) / seconds, "tokens/s", None, name)
-        fig.add(f"{label}: batched model TFLOP/s", flops / seconds / 1e12, "TFLOP/s", None, name)
-        if fig.peak:
-            fig.add(f"{label}: batched model FLOP utilisation (bf16 peak)", 100 * flops / seconds / fig.peak, "%")
-        fig.add(
-            f"{label}: batched model FLOPs, % of the measured bf16 matmul rate",
-            100 * flops / seconds / args.matmul,
-            "%",
-        )
-        fig.add(f"{label}: peak memory, batched", peak, "GiB" if dev == "cuda" else "GiB RSS", None, name)
-        if args.profile and goals and slots == args.slot_list[0]:  # one step, after the timed runs
-            rater._persona_kv.clear()
-            step = lambda r=rater, req=work[0]: r.distribution(req)  # noqa: E731
-            gpu_lib.profile(step, dev, f"{label}: one step, persona caches cold")
-        del rater
+    for slots in args.slot_list if goals else args.small_slot_list:
+        try:
+            bench_slots(fig, shape, model, tok, ds, dev, args, goals, name, slots)
+            continue
+        except torch.OutOfMemoryError:  # an 80 GB card may not hold the 7B's largest batch: the other rows go on
+            pass
+        fig.note(f"{shape}, {slots} slots: out of GPU memory at max_batch {slots}; that row left out")
+        gpu_lib.free(dev)  # here, the exception's frames (the rater and its caches) gone
     if goals:
+        bench_multi(fig, shape, model, tok, ds, dev, args, name)
         bench_fp8(fig, shape, model, tok, ds, dev, args, name)  # last: it swaps the model's layers in place
     del model
     gpu_lib.free(dev)
+
+
+def bench_slots(fig: Figures, shape: str, model, tok, ds, dev: str, args, goals: bool, name: str, slots: int) -> None:
+    """One slot count: the batched path's figures beside SUBER's way on the same prompts."""
+    from bench_env import suber_way
+    from suber_env import TransformersRater
+
+    steps = max(1, args.ratings // slots)
+    rater = TransformersRater(ds, model, tok, scale="0-9", shots=2, max_batch=slots, max_batch_tokens=slots * 1024)
+    work = workload(ds, slots, steps)
+    n = slots * steps
+    gpu_lib.reset_peak(dev)
+    seconds = run_batched(rater, work, dev)
+    peak = gpu_lib.peak_memory_gib(dev)
+    flops = gpu_lib.model_flops(model, computed_tokens(rater, work), n)
+    prompt_tokens = sum(len(rater.prefix_ids) + len(s) for req in work for s in rater.encode(req))
+    base = work[0].subset(slice(0, min(args.baseline, slots)))
+    suber_way(rater, base)  # warm-up on the same requests: each prompt length's kernels chosen before timing
+    with Timer(dev) as t:
+        suber_way(rater, base)
+    base_prompt = sum(len(rater.prefix_ids) + len(s) for s in rater.encode(base))
+    label = f"{shape}, {slots} slots x {steps} steps"
+    ours, theirs = n / seconds, len(base) / t.seconds
+    fig.add(f"{label}: batched one-pass ratings/s", ours, "ratings/s", 100 if goals else None, name)
+    fig.add(f"{label}: SUBER's way ratings/s ({len(base)} requests)", theirs, "ratings/s", None, name)
+    fig.ratio(f"{label}: ratings/s, batched vs SUBER's way", ours, theirs, 10 if goals else None, name)
+    fig.add(f"{label}: batched prompt tokens/s", prompt_tokens / seconds, "tokens/s", None, name)
+    fig.add(f"{label}: SUBER's way prompt tokens/s", base_prompt / t.seconds, "tokens/s", None, name)
+    fig.add(f"{label}: batched computed tokens/s", computed_tokens(rater, work) / seconds, "tokens/s", None, name)
+    fig.add(f"{label}: batched model TFLOP/s", flops / seconds / 1e12, "TFLOP/s", None, name)
+    if fig.peak:
+        fig.add(f"{label}: batched model FLOP utilisation (bf16 peak)", 100 * flops / seconds / fig.peak, "%")
+    share = 100 * flops / seconds / args.matmul
+    fig.add(f"{label}: batched model FLOPs, % of the measured bf16 matmul rate", share, "%")
+    fig.add(f"{label}: peak memory, batched", peak, "GiB" if dev == "cuda" else "GiB RSS", None, name)
+    if args.profile and goals and slots == args.slot_list[0]:  # one step, after the timed runs
+        rater._persona_kv.clear()
+        step = lambda r=rater, req=work[0]: r.distribution(req)  # noqa: E731
+        gpu_lib.profile(step, dev, f"{label}: one step, persona caches cold")
+
+
+def bench_multi(fig: Figures, shape: str, model, tok, ds, dev: str, args, name: str) -> None:
+    """Multi-item scoring (``multi_item=True``: a user's candidates packed in one row, at most ``max_items`` to a
+    row) against the batched path (one padded row per request) on the same requests: ``--multi-users`` users with
+    k candidates each, one history per user (``bench_multi_item.candidate_lists``), at k = 1, 5, 20; and k = 20 in
+    one row per user (``max_items`` 20). The personas' caches are built before the timing, as in an env's steady
+    state where the same users come back (both paths share them)."""
+    from bench_multi_item import candidate_lists
+    from suber_env import TransformersRater
+
+    pool = ds.described_users if ds.described_users is not None else np.arange(ds.n_users)
+    users = np.resize(pool, min(args.multi_users, len(pool)))
+    rater = TransformersRater(ds, model, tok, scale="0-9", shots=2, max_batch=64, max_batch_tokens=64 * 1024)
+    rater.distribution(candidate_lists(ds, users, 1))  # warm-up: the prefix's and the personas' caches
+    for k, max_items in ((1, 5), (5, 5), (20, 5), (20, 20)):
+        n_users = max(1, min(len(users), args.multi_ratings // k))
+        req = candidate_lists(ds, users[:n_users], k, seed=k)
+        rater.max_items = max_items
+        rater.multi_item = True
+        rater.distribution(req.subset(slice(0, min(len(req), 2 * k))))  # the packed rows' kernels
+        seconds = {}
+        for multi in (False, True):
+            rater.multi_item = multi
+            with Timer(dev) as t:
+                rater.distribution(req)
+            seconds[multi] = t.seconds
+        label = f"{shape}, k = {k}" + (f", {min(k, max_items)} to a row" if k > 1 else "")
+        label += f" ({n_users} users x {k})"
+        batched, multi = len(req) / seconds[False], len(req) / seconds[True]
+        fig.add(f"{label}: batched ratings/s (one row per request)", batched, "ratings/s", None, name)
+        fig.add(f"{label}: multi-item ratings/s", multi, "ratings/s", None, name)
+        fig.ratio(f"{label}: ratings/s, multi-item vs batched", multi, batched, None, name)
+    del rater
 
 
 def bench_fp8(fig: Figures, shape: str, model, tok, ds, dev: str, args, name: str) -> None:
@@ -155,14 +201,18 @@ def main() -> None:
         ap.add_argument("--slots", default="64,256", help="users per env step (comma list)")
         ap.add_argument("--ratings", type=int, default=512, help="ratings by the batched path per slot count")
         ap.add_argument("--baseline", type=int, default=16, help="requests rated SUBER's way")
+        ap.add_argument("--small-slots", help="users per env step of the models after the 7B (default: --slots)")
+        ap.add_argument("--multi-users", type=int, default=32, help="users of the multi-item sweep (7B)")
+        ap.add_argument("--multi-ratings", type=int, default=160, help="ratings per k of the multi-item sweep")
         ap.add_argument("--models", default="mistral-7b,llama-1b")
         ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
         ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the 7B step's profile")
 
     args = gpu_lib.parse_args(__doc__.splitlines()[0], extra)
     if args.smoke:
-        args.slots, args.ratings, args.baseline = "4", 8, 2
+        args.slots, args.ratings, args.baseline, args.multi_users, args.multi_ratings = "4", 8, 2, 2, 20
     args.slot_list = [int(s) for s in args.slots.split(",")]
+    args.small_slot_list = [int(s) for s in (args.small_slots or args.slots).split(",")]
     fig = Figures("rater", args.out, args.device, args.smoke)
     from suber_env import load_dataset
 

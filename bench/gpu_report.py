@@ -4,17 +4,20 @@ that file's campaign markers (replacing what was there: the "not yet run" text o
 
     python bench/gpu_report.py OUT [OUT2 ...] [--write DIR] [--into bench/RESULTS.md]
 
-A part whose file is missing is listed as not run; a smoke run's figures are marked as such and refused by --into.
+A part whose file is missing is listed as not run, except with --into, where that part's section already in the
+block (an earlier campaign's, with its own device and date) is kept: the second campaign (issue 40) does not run
+embeddings again. A smoke run's figures are marked as such and refused by --into.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
-PARTS = ("rater", "descriptions", "embeddings", "rl", "pytest")
+PARTS = ("rater", "descriptions", "embeddings", "rl", "tune", "pytest")
 BEGIN, END = "<!-- gpu-campaign:begin -->", "<!-- gpu-campaign:end -->"
 
 
@@ -65,13 +68,27 @@ def markdown(found: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def merge_into(results_md: Path, section: str) -> None:
-    """Replace the text between the campaign markers of ``results_md`` with ``section``."""
+def sections(block: str) -> dict[str, str]:
+    """part -> its ``### part`` section in a report's Markdown (a "not run" one left out)."""
+    found = {}
+    for chunk in re.split(r"^(?=### )", block, flags=re.M):
+        m = re.match(r"### (\w+)(:? )?", chunk)
+        if m and m.group(1) in PARTS and not chunk.startswith(f"### {m.group(1)}: not run"):
+            found[m.group(1)] = chunk.strip() + "\n"
+    return found
+
+
+def merge_into(results_md: Path, found: dict[str, dict]) -> None:
+    """Replace the text between the campaign markers of ``results_md`` with the report of ``found``, keeping the
+    block's own section of each part not in ``found``."""
     text = results_md.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{results_md} has no {BEGIN} ... {END} block to fill")
     head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
+    old, tail = rest.split(END, 1)
+    kept = {part: sec for part, sec in sections(old).items() if part not in found}
+    new = sections(markdown(found))
+    section = "\n".join(new.get(p) or kept.get(p) or f"### {p}: not run\n" for p in PARTS)
     results_md.write_text(f"{head}{BEGIN}\n{section.strip()}\n{END}{tail}")
 
 
@@ -93,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.into:
         if any(d["smoke"] for d in found.values()):
             raise SystemExit("refusing to put smoke-run figures into RESULTS.md")
-        merge_into(args.into, section)
+        merge_into(args.into, found)
         print(f"filled the GPU campaign block of {args.into}", file=sys.stderr)
 
 

@@ -4,7 +4,12 @@ for all slots), against the same env with one slot (one rating per step: the sha
 command. Actions are random items (the rater's cost does not depend on the policy). Dataset: the carried sample
 release (every user described).
 
-    python bench/gpu_rl.py [--out DIR] [--slots 16,64,256] [--steps 8]
+Then the page env (``PagesVectorEnv``: each slot shown a page of 5 items, the oracle chooser picks, the rater rates
+the picked ones in one call per step) at ``--page-slots`` slots with multi-item scoring (a user's picked items of a
+page in one packed row), against the same env with the rater's one row per request, and against one slot. A
+slot-step is one page shown to one user; the ratings/s count the picked items rated.
+
+    python bench/gpu_rl.py [--out DIR] [--slots 16,64,256] [--steps 5] [--page-slots 64] [--page-steps 4]
     python bench/gpu_rl.py --smoke     # a tiny Mistral, n = 2 and 4: the code, no figures
 """
 
@@ -31,17 +36,39 @@ def steps_per_second(ds, rater, n: int, steps: int, dev: str) -> float:
     return n * steps / t.seconds
 
 
+def page_steps(ds, rater, n: int, steps: int, dev: str, multi: bool) -> tuple[float, float]:
+    """(slot-steps/s, ratings/s) of ``PagesVectorEnv(n)`` over ``steps`` timed steps of random pages."""
+    from suber_env.pages import PagesVectorEnv
+
+    rater.max_batch, rater.max_batch_tokens, rater.multi_item = n, n * 1024, multi
+    rater._persona_kv.clear()  # each side builds its own users' personas (the env's episodes start cold)
+    env = PagesVectorEnv(n, ds, rater=rater, copy=False)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    size = env.core.config.page_size
+    pages = np.stack([rng.permuted(np.tile(np.arange(ds.n_items), (n, 1)), axis=1)[:, :size] for _ in range(steps + 1)])
+    env.step(pages[0])  # warm-up
+    rated = 0
+    with Timer(dev) as t:
+        for page in pages[1:]:
+            rated += int(env.step(page)[4]["n_picks"].sum())
+    env.close()
+    return n * steps / t.seconds, rated / t.seconds
+
+
 def main() -> None:
     import torch
     from suber_env import TransformersRater, load_dataset
 
     def extra(ap):
         ap.add_argument("--slots", default="16,64,256")
-        ap.add_argument("--steps", type=int, default=8, help="timed steps per slot count (one slot: 4x as many)")
+        ap.add_argument("--steps", type=int, default=5, help="timed steps per slot count (one slot: 4x as many)")
+        ap.add_argument("--page-slots", type=int, default=64, help="slots of the page env")
+        ap.add_argument("--page-steps", type=int, default=4, help="timed steps of the page env (one slot: 4x)")
 
     args = gpu_lib.parse_args(__doc__.splitlines()[0], extra)
     if args.smoke:
-        args.slots, args.steps = "2,4", 2
+        args.slots, args.steps, args.page_slots, args.page_steps = "2,4", 2, 4, 2
     dev = args.device
     fig = Figures("rl", args.out, dev, args.smoke)
     ds = load_dataset(gpu_lib.assets()["dataset"])
@@ -56,6 +83,18 @@ def main() -> None:
         rate = steps_per_second(ds, rater, n, args.steps, dev)
         fig.add(f"SuberVectorEnv({n}) steps/s", rate, "steps/s", None, name)
         fig.ratio(f"env steps/s, SuberVectorEnv({n}) vs one slot", rate, one, None, name)
+    n = args.page_slots
+    one, _ = page_steps(ds, rater, 1, 4 * args.page_steps, dev, multi=True)
+    fig.add("PagesVectorEnv(1) slot-steps/s, multi-item (one page per step)", one, "steps/s", None, name)
+    rates = {}
+    for multi in (False, True):
+        rates[multi] = page_steps(ds, rater, n, args.page_steps, dev, multi)
+        how = "multi-item" if multi else "one row per request"
+        fig.add(f"PagesVectorEnv({n}) slot-steps/s, {how}", rates[multi][0], "steps/s", None, name)
+        fig.add(f"PagesVectorEnv({n}) ratings/s, {how}", rates[multi][1], "ratings/s", None, name)
+    fig.ratio(f"page env steps/s, PagesVectorEnv({n}) multi-item vs one row per request", rates[True][0],
+              rates[False][0], None, name)  # fmt: skip
+    fig.ratio(f"page env steps/s, PagesVectorEnv({n}) vs one slot (both multi-item)", rates[True][0], one, None, name)
     fig.add("peak memory", gpu_lib.peak_memory_gib(dev), "GiB" if dev == "cuda" else "GiB RSS", None, name)
 
 

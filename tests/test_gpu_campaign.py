@@ -118,6 +118,26 @@ def test_vector_env_steps_with_the_bfloat16_rater(assets, dev):
     assert rewards.shape == (4,) and np.isfinite(rewards).all()
 
 
+@pytest.mark.parametrize("dev", DEVICES)
+def test_lora_tuning_steps_on_a_bfloat16_model(assets, dev, tmp_path):
+    """The tuning part's path: the real Tuner on the carried real-user dataset, the model in bfloat16 on the device
+    (peft's adapters beside it): finite losses, and the adapters moved off their zero start."""
+    from suber_env import load_dataset
+    from suber_env.tuning import TuneConfig, Tuner
+
+    ds, tok = load_dataset(assets["real_dataset"]), gpu_lib.smollm2_tokenizer()
+    model = gpu_lib.random_lm("smollm2-135m", len(tok), dev, torch.bfloat16, smoke=True)[0]
+    cfg = TuneConfig(max_examples=4, max_validation=2, batch=2, epochs=1, eval_every=10**9, patience=1)
+    tuner = Tuner(ds, model, tok, tmp_path, cfg, device=dev)
+    losses = []
+    tuner.run(lambda n, loss: losses.append(loss))
+    assert len(losses) == 2 and np.isfinite(losses).all() and np.isfinite(tuner.state["best"])
+    lora_b = [p for n, p in tuner.model.named_parameters() if "lora_B" in n]
+    assert lora_b and all(p.device.type == dev for p in lora_b)
+    assert any(float(p.detach().abs().max()) > 0 for p in lora_b)
+    assert next(p for n, p in tuner.model.named_parameters() if "lora" not in n).dtype == torch.bfloat16
+
+
 @pytest.mark.gpu
 @needs_cuda
 def test_this_gpu_has_a_known_bf16_peak():
@@ -166,6 +186,27 @@ def test_report_fills_the_results_block_once(tmp_path):
     assert "NVIDIA H100 80GB HBM3" in text and "`bench/gpu_rater.py --out o`" in text
     assert "| x: ratio | 8 x | >= 10: **not met** |" in text and "### descriptions: not run" in text
     assert json.loads((out / "gpu_results.json").read_text())["rater"]["rows"][0]["value"] == 150.0
+
+
+def test_report_keeps_the_block_sections_of_parts_not_run_again(tmp_path):
+    """The second campaign does not run embeddings: --into keeps the block's embeddings section as it was, and
+    replaces the parts it has."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, parts in ((first, ("rater", "embeddings")), (second, ("rater", "tune"))):
+        folder.mkdir()
+        for part in parts:
+            data = {**_figures(smoke=False), "part": part, "date": f"{folder.name} run"}
+            (folder / f"gpu_{part}.json").write_text(json.dumps(data))
+    md = tmp_path / "RESULTS.md"
+    md.write_text(f"# R\n{gpu_report.BEGIN}\nnot yet run\n{gpu_report.END}\nafter\n")
+    gpu_report.main([str(first), "--into", str(md)])
+    gpu_report.main([str(second), "--into", str(md)])
+    block = md.read_text().split(gpu_report.BEGIN)[1].split(gpu_report.END)[0]
+    heads = re.findall(r"^### (\w+)", block, flags=re.M)
+    assert heads == list(gpu_report.PARTS) and md.read_text().endswith("after\n")
+    embeddings, rater = (block.split(f"### {p}")[1].split("###")[0] for p in ("embeddings", "rater"))
+    assert "first run" in embeddings and "second run" in rater and "first run" not in rater
+    assert "### tune\n" in block and "### descriptions: not run" in block
 
 
 def test_report_refuses_smoke_figures_in_results(tmp_path):
@@ -219,13 +260,37 @@ def test_campaign_smoke_runs_every_part(assets, tmp_path):
                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     results = json.loads((tmp_path / "out" / "gpu_results.json").read_text())
-    assert set(results) == set(gpu_report.PARTS)
+    assert set(results) == set(gpu_report.PARTS) - {"embeddings"}  # the second campaign's parts
     for part, data in results.items():
         assert data["smoke"] and data["date"] and "--smoke" in data["command"], part
         assert data["rows"], f"{part} wrote no figure"
     assert any(r["unit"] == "TFLOP/s" for r in results["rater"]["rows"])
-    assert {r["what"] for r in results["rl"]["rows"]} >= {f"SuberVectorEnv({n}) steps/s" for n in (2, 4)}
+    rater = {r["what"] for r in results["rater"]["rows"]}
+    for k in ("k = 1 (", "k = 5, 5 to a row", "k = 20, 5 to a row", "k = 20, 20 to a row"):
+        assert any(k in w and w.endswith("multi-item vs batched") for w in rater), k
+    assert any("FP8 weights" in w and "k = 5" in w for w in rater)
+    rl = {r["what"] for r in results["rl"]["rows"]}
+    assert rl >= {f"SuberVectorEnv({n}) steps/s" for n in (2, 4)}
+    assert {f"PagesVectorEnv(4) slot-steps/s, {how}" for how in ("multi-item", "one row per request")} <= rl
+    tune = [r for r in results["tune"]["rows"] if r["unit"] == "examples/s"]
+    assert len(tune) == 4 and all(r["value"] > 0 for r in tune)
+    assert any(r["unit"] == "x" and "vs CPU float32" in r["what"] for r in results["tune"]["rows"])
     files = list((tmp_path / "out").rglob("*"))  # all come back from a device: at most 8 plain, plainly named files
     assert len(files) <= 8 and all(f.is_file() and re.fullmatch(r"[\w.-]+", f.name) for f in files), files
     ratios = sum(r["unit"] == "x" for data in results.values() for r in data["rows"])
     assert len(RATIO_LINE.findall(run.stdout)) >= ratios > 0 and "all parts ran" in run.stdout
+
+
+def test_campaign_smoke_embeddings_call(assets, tmp_path):
+    """``--call embeddings``: the first campaign's embeddings part, kept out of the default call, still runs; an
+    unknown call is refused before anything runs."""
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    env[gpu_lib.ASSETS_ENV] = str(gpu_lib.assets_dir())
+    script = ["bash", str(ROOT / "bench" / "gpu_campaign.sh"), "--smoke", "--call"]
+    run = subprocess.run([*script, "embeddings"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    results = json.loads((tmp_path / "out" / "gpu_results.json").read_text())
+    assert set(results) == {"embeddings"} and results["embeddings"]["rows"]
+    bad = subprocess.run([*script, "3"], env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "unknown --call 3" in bad.stderr
