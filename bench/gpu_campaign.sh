@@ -74,7 +74,7 @@ part() {  # part NAME SECONDS ARGS...: one part, its own time limit, its output 
 # the wheels and the report
 if [ "$CALL" = 1 ] || [ "$CALL" = all ]; then
   # the gpu-marked tests that run without the builder's packages (the device has none of dagster's)
-  part pytest 40 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py \
+  part pytest 50 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py tests/descriptions/test_decode_steps.py \
     env/tests/test_rater_fp8.py::test_fp8_matmul_on_cuda_close_to_the_rounded_weights
   part rater 150
 fi
@@ -82,7 +82,7 @@ if [ "$CALL" = embeddings ]; then
   part embeddings 60
 fi
 if [ "$CALL" = 2 ] || [ "$CALL" = all ]; then
-  part descriptions 150
+  part descriptions 180
   part rl 80
 fi
 if [ "$CALL" = 1 ] || [ "$CALL" = all ]; then
