@@ -75,7 +75,7 @@ class StaticSteps:
         self.slots = list(range(rows))  # buffer row of each running sequence
         self.bool_mask = model.config._attn_implementation == "sdpa"  # else an additive mask (eager attention)
         self.pad = int(model.config.pad_token_id or 0)
-        self._graph = self._pool = None
+        self._graph = None
 
     def advance(self, step_rows: list[list[int]], keep: list[int]) -> torch.Tensor:
         self.slots = [self.slots[i] for i in keep]
@@ -124,14 +124,13 @@ class StaticSteps:
         """Record the one-token step for this batch size: its inputs and output live in fixed buffers."""
         self._ids = torch.full((self.valid.shape[0], 1), self.pad, dtype=torch.long, device=self.dev)
         self._positions = self.pos[:, None].clone()
-        self._pool = self._pool or torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # a warm-up off the capture (lazy kernel and library set-up); it writes this
             self._forward(self._ids, self._positions, 1)  # step's column, which the replay then writes again
         torch.cuda.current_stream().wait_stream(side)
         self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph, pool=self._pool, capture_error_mode="thread_local"):
+        with torch.cuda.graph(self._graph, capture_error_mode="thread_local"):  # a private pool: freed with the graph
             self._logits = self._forward(self._ids, self._positions, 1)
 
     def _shrink(self) -> None:
