@@ -26,8 +26,11 @@ MIN_ROWS = 8  # a batch this small is not cut further: the weights' read dominat
 
 def decode_steps(model, cache, attn, next_pos, max_steps: int, mode: str):
     """The stepper for ``mode`` ("growing", "static" or "graphs") after a prefill (its cache, 2-D attention mask
-    and next positions)."""
-    if mode == "growing":
+    and next positions). A cache with other than plain full-attention layers (sliding windows, say) always grows:
+    the fixed buffers and their mask know no window."""
+    from transformers.cache_utils import DynamicLayer
+
+    if mode == "growing" or any(type(layer) is not DynamicLayer for layer in cache.layers):
         return GrowingSteps(model, cache, attn, next_pos, max_steps)
     return StaticSteps(model, cache, attn, next_pos, max_steps, graphs=mode == "graphs")
 

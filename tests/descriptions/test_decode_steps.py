@@ -132,3 +132,24 @@ def test_cuda_graph_steps_write_the_texts_of_eager_steps(small_steps, shared_hea
     eager = texts(backend, "growing", shared_head)
     assert texts(backend, "graphs", shared_head) == eager
     assert small_steps["capture"] >= 3  # recaptured as the batch shrank and the buffers grew
+
+
+def test_a_cache_with_windowed_layers_keeps_growing(tiny):
+    """Fixed buffers know no sliding window: a cache with any other kind of layer runs the growing steps."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    model = tiny.model
+    ids = torch.randint(2, len(tiny.tokenizer), (2, 5), generator=torch.Generator().manual_seed(0))
+    attn, pos = torch.ones((2, 5), dtype=torch.long), torch.arange(5).repeat(2, 1)
+    with torch.inference_mode():
+        plain = DynamicCache(config=model.config)
+        model(input_ids=ids, past_key_values=plain, use_cache=True)
+        assert isinstance(
+            decode_steps.decode_steps(model, plain, attn, pos[:, -1] + 1, 8, "static"), decode_steps.StaticSteps
+        )
+        windowed = DynamicCache(config=model.config)
+        model(input_ids=ids, past_key_values=windowed, use_cache=True)
+        windowed.layers[1] = DynamicSlidingWindowLayer(sliding_window=4)
+        stepper = decode_steps.decode_steps(model, windowed, attn, pos[:, -1] + 1, 8, "static")
+    assert isinstance(stepper, decode_steps.GrowingSteps)
