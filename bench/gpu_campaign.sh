@@ -12,7 +12,7 @@
 #
 # Before the first device call, here: `make gpu-prepare` (bench/gpu_wheels.sh and bench/gpu_prepare.py fill the
 # git-ignored .gpu-carry/: the wheels the device lacks and the assets the parts read, about 45 MB in all).
-# The device call, with carry [".gpu-carry"] and timeout_s 500 (docs/gpu.md says more):
+# The device call, with carry [".gpu-carry"] and timeout_s 580 (docs/gpu.md says more):
 #   bash bench/gpu_campaign.sh
 # Each part has its own time limit (below), so one that hangs leaves the others their time, and its figures so
 # far stay in its JSON file.
