@@ -67,7 +67,7 @@ def bench_model(fig: Figures, shape: str, tok, ds, dev: str, dtype, args, goals:
     gpu_lib.free(dev)
     model, name, billions = gpu_lib.random_lm(shape, len(tok), dev, dtype, args.smoke)
     fig.note(f"{name}: {billions:.2f} B parameters, {dtype}, tokenizer SmolLM2-135M-Instruct ({len(tok)} tokens)")
-    for slots in args.slot_list if goals else args.small_slot_list:
+    for slots in args.slot_list:
         try:
             bench_slots(fig, shape, model, tok, ds, dev, args, goals, name, slots)
             continue
@@ -201,7 +201,6 @@ def main() -> None:
         ap.add_argument("--slots", default="64,256", help="users per env step (comma list)")
         ap.add_argument("--ratings", type=int, default=512, help="ratings by the batched path per slot count")
         ap.add_argument("--baseline", type=int, default=16, help="requests rated SUBER's way")
-        ap.add_argument("--small-slots", help="users per env step of the models after the 7B (default: --slots)")
         ap.add_argument("--multi-users", type=int, default=32, help="users of the multi-item sweep (7B)")
         ap.add_argument("--multi-ratings", type=int, default=160, help="ratings per k of the multi-item sweep")
         ap.add_argument("--models", default="mistral-7b,llama-1b")
@@ -212,7 +211,6 @@ def main() -> None:
     if args.smoke:
         args.slots, args.ratings, args.baseline, args.multi_users, args.multi_ratings = "4", 8, 2, 2, 20
     args.slot_list = [int(s) for s in args.slots.split(",")]
-    args.small_slot_list = [int(s) for s in (args.small_slots or args.slots).split(",")]
     fig = Figures("rater", args.out, args.device, args.smoke)
     from suber_env import load_dataset
 

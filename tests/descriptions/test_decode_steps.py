@@ -109,14 +109,13 @@ def test_static_buffers_give_the_logits_of_growing_caches(tiny, small_steps):
     assert (a[0] - a[1]).abs().max() > 1e-3  # the rows' contexts differ enough for a mix-up to show
 
 
-def test_unknown_or_cpu_graph_mode_is_refused():
+def test_unknown_or_cpu_graph_mode_is_refused(tiny):
     from suber_data.descriptions.backends import BackendInfo
     from suber_data.descriptions.local import LocalBackend
 
-    backend = tiny_backend()
     for mode in ("fast", "graphs"):
         with pytest.raises(SuberDataError, match="growing"):
-            LocalBackend(BackendInfo("transformers", "tiny", "test"), backend.model, backend.tokenizer, "cpu", mode)
+            LocalBackend(BackendInfo("transformers", "tiny", "test"), tiny.model, tiny.tokenizer, "cpu", mode)
 
 
 @pytest.mark.gpu
