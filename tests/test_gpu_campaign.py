@@ -292,5 +292,5 @@ def test_campaign_smoke_embeddings_call(assets, tmp_path):
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     results = json.loads((tmp_path / "out" / "gpu_results.json").read_text())
     assert set(results) == {"embeddings"} and results["embeddings"]["rows"]
-    bad = subprocess.run([*script, "3"], env=env, cwd=ROOT, capture_output=True, text=True, check=False)
-    assert bad.returncode == 2 and "unknown --call 3" in bad.stderr
+    bad = subprocess.run([*script, "9"], env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "unknown --call 9" in bad.stderr

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 import torch
 from suber_env import Requests, TransformersRater
-from suber_env.raters.fp8 import FALLBACK, FAST, Fp8Linear, quantize_linears, scaled_mm_available, to_e4m3
+from suber_env.raters.fp8 import (
+    FALLBACK,
+    FAST,
+    Fp8Linear,
+    quantize_input,
+    quantize_linears,
+    scaled_mm_available,
+    to_e4m3,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -73,3 +81,20 @@ def test_fp8_matmul_on_cuda_close_to_the_rounded_weights():
     assert float((y_fast - y_slow).abs().max()) / scale < 0.05  # the input's own rounding on top of the weights'
     assert float((y_slow - y).abs().max()) / scale < 0.05
     assert FAST == "scaled_mm"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_input_quantisation_stays_in_range_and_pads_to_16(dtype):
+    """The fast path's input rounding, which runs in the input's dtype: each value is within e4m3's rounding (plus
+    the dtype's own), none lost, and the padded rows are zeros with scale 1."""
+    gen = torch.Generator().manual_seed(1)
+    x = (torch.randn(21, 64, generator=gen) * torch.logspace(-4, 4, 21)[:, None]).to(dtype)
+    x[3, 5] = -x[3].abs().max() * 1.5  # a row whose extreme is negative
+    q, scale = quantize_input(x)
+    assert q.dtype == torch.float8_e4m3fn and q.shape == (32, 64) and scale.shape == (32, 1)
+    back = q.float() * scale
+    assert not back.isnan().any()
+    assert bool((back[21:] == 0).all()) and bool((scale[21:] == 1).all())
+    ref = x.float()
+    assert bool(((back[:21] - ref).abs() <= ref.abs() / 16 * 1.02 + scale[:21] * 2.0**-9).all())
+    assert float(back[:21].abs().amax(1).div(ref.abs().amax(1)).sub(1).abs().max()) < 0.07

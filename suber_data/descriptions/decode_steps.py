@@ -45,12 +45,12 @@ class GrowingSteps:
         all of one width; finished rows leave the cache first. Returns the next logits, one row each."""
         dev, width = self.attn.device, len(step_rows[0])
         if len(keep) < self.attn.shape[0]:
-            index = torch.tensor(keep, dtype=torch.long, device=dev)
+            index = decoding_aids.on_device(keep, dev)
             self.cache.batch_select_indices(index)
             self.attn, self.next_pos = self.attn.index_select(0, index), self.next_pos.index_select(0, index)
         self.attn = torch.cat([self.attn, self.attn.new_ones((len(keep), width))], dim=1)
         out = self.model(
-            input_ids=torch.tensor(step_rows, dtype=torch.long, device=dev),
+            input_ids=decoding_aids.on_device(step_rows, dev),
             attention_mask=self.attn,
             position_ids=self.next_pos[:, None] + torch.arange(width, device=dev),
             past_key_values=self.cache,
@@ -88,9 +88,10 @@ class StaticSteps:
             rows = len(self.slots)
         if self.filled + width > self.valid.shape[1]:
             self._room(width)
-        ids = torch.full((rows, width), self.pad, dtype=torch.long)  # idle rows read padding, and nobody reads them
-        ids[self.slots] = torch.tensor(step_rows, dtype=torch.long)
-        ids = ids.to(self.dev, non_blocking=True)
+        ids = [[self.pad] * width for _ in range(rows)]  # idle rows read padding, and nobody reads their logits
+        for slot, row in zip(self.slots, step_rows, strict=True):
+            ids[slot] = row
+        ids = decoding_aids.on_device(ids, self.dev)
         self.valid[:, self.filled : self.filled + width] = True
         if width == 1 and self.graphs:
             logits = self._replay(ids)
@@ -99,7 +100,9 @@ class StaticSteps:
         self.pos += width
         self.cursor += width
         self.filled += width
-        return logits.index_select(0, torch.tensor(self.slots, dtype=torch.long, device=self.dev))
+        if self.slots == list(range(rows)):
+            return logits
+        return logits.index_select(0, decoding_aids.on_device(self.slots, self.dev))
 
     def _forward(self, ids, positions, width: int) -> torch.Tensor:
         mask = self.valid[:, None, None, :]
@@ -138,7 +141,7 @@ class StaticSteps:
 
     def _shrink(self) -> None:
         """Move the running rows into a batch of their own size (the idle rows cost the GPU as much as live ones)."""
-        index = torch.tensor(self.slots, dtype=torch.long, device=self.dev)
+        index = decoding_aids.on_device(self.slots, self.dev)
         for layer in self.cache.layers:
             layer.keep_rows(index)
         self.valid, self.pos = self.valid.index_select(0, index), self.pos.index_select(0, index)

@@ -1,5 +1,5 @@
 """Decoding aids of the local engine (``local.py``): the repeat guard that keeps a small model from sampling a run of
-tokens twice, and a KV cache layer with room to grow in place."""
+tokens twice, a KV cache layer with room to grow in place, and host lists moved to the GPU without waiting for it."""
 
 from __future__ import annotations
 
@@ -34,6 +34,15 @@ class RepeatGuard:
         return self.next.get(tuple(self.tokens[len(self.tokens) - self.n + 1 :]), set())
 
 
+def on_device(values: list, device, dtype=torch.long) -> torch.Tensor:
+    """``values`` as a tensor on ``device``. On CUDA through pinned memory and a non-blocking copy: a plain copy from
+    the host waits for every kernel queued, so the host could not prepare the next step while the GPU runs this one."""
+    host = torch.tensor(values, dtype=dtype)
+    if torch.device(device).type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
+
+
 def ban_repeats(allowed: torch.Tensor, guards: list[RepeatGuard]) -> None:
     """Take out of each row of ``allowed`` the tokens its guard bans, unless that would leave the row nothing (the
     program then needs one of them: the checks and the retry are the second line). On ``allowed``'s device, with no
@@ -46,9 +55,9 @@ def ban_repeats(allowed: torch.Tensor, guards: list[RepeatGuard]) -> None:
     if not rows:
         return
     dev = allowed.device
-    hit = torch.tensor(sorted(set(rows)), dtype=torch.long, device=dev)
+    hit = on_device(sorted(set(rows)), dev)
     kept = allowed.clone()
-    kept[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)] = False
+    kept[on_device(rows, dev), on_device(cols, dev)] = False
     keep = kept[hit].any(dim=-1)  # a row left with nothing keeps its banned tokens
     allowed[hit] = torch.where(keep[:, None], kept[hit], allowed[hit])
 

@@ -152,3 +152,30 @@ def test_a_cache_with_windowed_layers_keeps_growing(tiny):
         windowed.layers[1] = DynamicSlidingWindowLayer(sliding_window=4)
         stepper = decode_steps.decode_steps(model, windowed, attn, pos[:, -1] + 1, 8, "static")
     assert isinstance(stepper, decode_steps.GrowingSteps)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs CUDA")
+def test_replayed_steps_never_wait_for_the_gpu():
+    """Between captures a step only queues work: no call waits for the GPU (CUDA's sync debug mode raises on any
+    that does), so the host prepares the next step's grammar masks while the GPU runs this one."""
+    from transformers import DynamicCache
+
+    model = tiny_backend().model.to("cuda")
+    vocab = model.config.vocab_size
+    ids = torch.randint(2, vocab, (4, 6), device="cuda")
+    attn = torch.ones((4, 6), dtype=torch.long, device="cuda")
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids, attention_mask=attn, past_key_values=cache, use_cache=True)
+        pos = torch.full((4,), 6, dtype=torch.long, device="cuda")
+        stepper = decode_steps.decode_steps(model, cache, attn, pos, 40, "graphs")
+        stepper.advance([[5]] * 4, [0, 1, 2, 3])  # the first step captures (capturing synchronises)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for step in range(6):
+                keep = [0, 2, 3] if step == 2 else list(range(3 if step > 2 else 4))  # a finished row idles
+                logits = stepper.advance([[7 + step]] * len(keep), keep)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    assert logits.shape == (3, vocab) and stepper.valid.shape[0] == 4  # one idle row, not cut yet (MIN_ROWS)
