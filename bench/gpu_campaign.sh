@@ -77,7 +77,8 @@ part() {  # part NAME SECONDS ARGS...: one part, its own time limit, its output 
 if [ "$CALL" = 1 ] || [ "$CALL" = 3 ] || [ "$CALL" = all ]; then
   # the gpu-marked tests that run without the builder's packages (the device has none of dagster's)
   part pytest 50 -- -q tests/test_gpu_campaign.py tests/embeddings/test_gpu.py tests/descriptions/test_decode_steps.py \
-    env/tests/test_rater_fp8.py::test_fp8_matmul_on_cuda_close_to_the_rounded_weights
+    env/tests/test_rater_fp8.py::test_fp8_matmul_on_cuda_close_to_the_rounded_weights \
+    env/tests/test_rater_fp8.py::test_fused_input_rounding_on_cuda_rounds_as_the_eager_one
 fi
 if [ "$CALL" = 1 ] || [ "$CALL" = all ]; then
   part rater 150

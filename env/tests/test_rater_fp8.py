@@ -86,7 +86,7 @@ def test_fp8_matmul_on_cuda_close_to_the_rounded_weights():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_input_quantisation_stays_in_range_and_pads_to_16(dtype):
     """The fast path's input rounding, which runs in the input's dtype: each value is within e4m3's rounding (plus
-    the dtype's own), none lost, and the padded rows are zeros with scale 1."""
+    the dtype's own), none lost, and the padded rows are zeros."""
     gen = torch.Generator().manual_seed(1)
     x = (torch.randn(21, 64, generator=gen) * torch.logspace(-4, 4, 21)[:, None]).to(dtype)
     x[3, 5] = -x[3].abs().max() * 1.5  # a row whose extreme is negative
@@ -94,7 +94,28 @@ def test_input_quantisation_stays_in_range_and_pads_to_16(dtype):
     assert q.dtype == torch.float8_e4m3fn and q.shape == (32, 64) and scale.shape == (32, 1)
     back = q.float() * scale
     assert not back.isnan().any()
-    assert bool((back[21:] == 0).all()) and bool((scale[21:] == 1).all())
+    assert bool((back[21:] == 0).all())
     ref = x.float()
     assert bool(((back[:21] - ref).abs() <= ref.abs() / 16 * 1.02 + scale[:21] * 2.0**-9).all())
     assert float(back[:21].abs().amax(1).div(ref.abs().amax(1)).sub(1).abs().max()) < 0.07
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not scaled_mm_available("cuda"), reason="needs a CUDA device of compute capability 8.9 or up")
+def test_fused_input_rounding_on_cuda_rounds_as_the_eager_one():
+    """The compiled input rounding the fast path uses: within e4m3's rounding of the input, as the eager version is,
+    through one dynamic graph at several row counts (its scales may differ from eager's in a last bit: the
+    compiled division is done otherwise)."""
+    from suber_env.raters import fp8
+
+    for rows in (21, 64, 300):
+        x = (
+            torch.randn(rows, 4096, device="cuda", dtype=torch.bfloat16)
+            * torch.logspace(-2, 2, rows, device="cuda")[:, None]
+        )
+        ref = x.float()
+        for q, s in (fp8.fused_quantize_input(x), quantize_input(x)):
+            back = (q.float() * s)[:rows]
+            assert q.shape == (rows + (-rows) % 16, 4096) and not back.isnan().any()
+            assert bool(((back - ref).abs() <= ref.abs() / 16 * 1.02 + s[:rows] * 2.0**-9).all())
+    assert fp8._fused is not fp8.quantize_input, "torch.compile failed on this device: the eager rounding ran"
