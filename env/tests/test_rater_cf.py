@@ -109,3 +109,32 @@ def test_the_validation_cut_is_random_where_the_split_was():
         assert sorted(shuffled[users == u]) == list(range(20))
     cut = validation_cut(users, shuffled, 0.1)
     assert cut.sum() == 100 and position[cut].mean() < 15  # the latest two of each would average 18.5
+
+
+def test_calibration_recovers_planted_weights_of_the_parts():
+    """Ratings made from a model's parts with other weights (people's offsets counted 1.5 times, the dot product
+    half): the re-weighting on the cut finds them and lowers the cut's error; parts that explain nothing keep 1."""
+    from suber_env.raters.cf import CFModel, calibrate
+
+    rng = np.random.default_rng(0)
+    n_users, n_items, rank = 300, 200, 4
+    model = CFModel(3.0, rng.normal(0, 1, n_users), rng.normal(0, 1, n_items), rng.normal(0, 0.7, (n_users, rank)),
+                    rng.normal(0, 0.7, (n_items, rank)))  # fmt: skip
+    users, items = rng.integers(0, n_users, 6000), rng.integers(0, n_items, 6000)
+    parts = model.parts(users, items)
+    ratings = 3.0 + parts @ np.array([1.5, 1.0, 0.5]) + rng.normal(0, 0.5, len(users))
+    weights, rmse = calibrate(model, users, items, ratings, n_users, seed=0)
+    np.testing.assert_allclose(weights, (1.5, 1.0, 0.5), atol=0.05)
+    raw = float(np.sqrt(np.mean((model.predict(users, items) - ratings) ** 2)))
+    assert rmse < 0.55 < raw  # the noise's own 0.5, cross-validated, against the unweighted model's error
+    truth = 3.0 + parts.sum(axis=1) + rng.normal(0, 0.5, len(users))  # the model's own weights are right
+    weights, _ = calibrate(model, users, items, truth, n_users, seed=0)
+    np.testing.assert_allclose(weights, (1.0, 1.0, 1.0), atol=0.05)
+
+
+def test_cf_rater_keeps_its_weights_in_its_settings(real_movies_dir):
+    rater = CFRater(load_dataset(real_movies_dir))
+    weights = rater.settings["weights"]
+    assert len(weights) == 3 and all(np.isfinite(weights))
+    assert tuple(weights) == rater.model.weights  # the refitted model answers with the weights found on the cut
+    assert rater.sd == rater.validation_rmse <= rater.settings["uncalibrated_rmse"] + 1e-12

@@ -3,16 +3,20 @@ has to beat.
 
 A biased matrix factorisation (cornac's ``MF``: global mean + user and item offsets + a dot product of latent
 factors, trained by SGD in its compiled backend) is fitted on the history part of user_ratings.parquet only, on
-the rater's scale. Its spread is measured, not assumed: a first fit on all but a validation cut of each user's
-history (their latest ratings) gives the root mean squared error on that cut; the rater then refits on the
-whole history and answers, per (user, item), a normal around the prediction with that spread, discretised onto
-the scale's labels (the ends take the tails). Before any fit, every training pair is checked against the
-held-out pairs of user_ratings.parquet: a held-out pair in what it fits on is refused.
+the rater's scale. A first fit on all but a validation cut of each user's history (their latest ratings) is
+scored on that cut, and its three parts are re-weighted there: one weight each for the user offsets, the item
+offsets and the dot product, a ridge towards 1 whose penalty a cross-validation over people picks (none, and the
+weights stay 1, when no penalty lowers the cut's error). The SGD fit shrinks people's offsets and overfits its
+factors; the weights undo some of both, and with them people differ as much as they do (the spread of their mean
+ratings). The spread of the answer is the cut's cross-validated error. The rater then refits on the whole history
+and answers, per (user, item), a normal around the re-weighted prediction with that spread, discretised onto the
+scale's labels (the ends take the tails). Before any fit, every training pair is checked against the held-out
+pairs of user_ratings.parquet: a held-out pair in what it fits on is refused.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,20 +24,67 @@ from ..dataset import DatasetError
 from ..scales import Scale, get_scale, source_to_rater
 from .base import Rater, Requests
 
+PENALTIES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
+
 
 @dataclass(frozen=True)
 class CFModel:
-    """A fitted biased MF over the dataset's user rows and item ids (zeros where history has none)."""
+    """A fitted biased MF over the dataset's user rows and item ids (zeros where history has none); ``weights``
+    re-weight its user offsets, item offsets and dot product (``calibrate``)."""
 
     mu: float
     user_bias: np.ndarray
     item_bias: np.ndarray
     user_factors: np.ndarray
     item_factors: np.ndarray
+    weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    def parts(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """(n, 3): each pair's user offset, item offset and dot product, unweighted."""
+        dot = np.einsum("nr,nr->n", self.user_factors[users], self.item_factors[items])
+        return np.stack([self.user_bias[users], self.item_bias[items], dot], axis=1)
 
     def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-        dot = np.einsum("nr,nr->n", self.user_factors[users], self.item_factors[items])
-        return self.mu + self.user_bias[users] + self.item_bias[items] + dot
+        return self.mu + self.parts(users, items) @ np.asarray(self.weights)
+
+
+def _ridge(gram: np.ndarray, moment: np.ndarray, penalty: float) -> np.ndarray:
+    return np.linalg.solve(gram + penalty * np.eye(len(gram)), moment)
+
+
+def fit_correction(x: np.ndarray, residual: np.ndarray, groups: np.ndarray, folds: int = 5):
+    """(weights or None, cross-validated RMSE of the corrected prediction, penalty): ridge of ``residual`` on
+    ``x`` with the penalty whose K-fold error (folds by ``groups``: people) is lowest; None where no penalty
+    beats leaving the residual as it is."""
+    gram, moment = x.T @ x, x.T @ residual
+    fold = groups % folds
+    best_penalty, best_rmse = None, float(np.sqrt(np.mean(residual**2)))
+    for penalty in PENALTIES:
+        err = np.empty_like(residual)
+        for f in range(folds):
+            out = fold == f
+            if not out.any():
+                continue
+            xo = x[out]
+            w = _ridge(gram - xo.T @ xo, moment - xo.T @ residual[out], penalty)
+            err[out] = residual[out] - xo @ w
+        rmse = float(np.sqrt(np.mean(err**2)))
+        if rmse < best_rmse:
+            best_penalty, best_rmse = penalty, rmse
+    if best_penalty is None:
+        return None, best_rmse, 0.0
+    return _ridge(gram, moment, best_penalty), best_rmse, best_penalty
+
+
+def calibrate(first: CFModel, users: np.ndarray, items: np.ndarray, ratings: np.ndarray, n_users: int, seed: int):
+    """(weights of CF's three parts, the cut's cross-validated RMSE with them): ``first``'s errors on the cut
+    ``(users, items, ratings)`` regressed on its parts (a ridge on the weights' change from 1), folds of people."""
+    parts = first.parts(users, items)
+    residual = ratings - first.predict(users, items)
+    person_fold = np.random.default_rng(seed).permutation(n_users)
+    change, rmse, _ = fit_correction(parts, residual, person_fold[users])
+    weights = (1.0, 1.0, 1.0) if change is None else tuple(float(w) for w in 1.0 + change)
+    return weights, rmse
 
 
 def require_history(ds, feature: str) -> None:
@@ -159,18 +210,21 @@ class CFRater(PredictionRater):
         fit = fitted_cf(ds, self.scale, validation, hp)
         self.model, self.validation_rmse = fit.model, fit.rmse
         self.sd = self.validation_rmse if np.isfinite(self.validation_rmse) else 1.0
-        self.settings = {**hp, "validation": validation, "sd": self.sd, "library": "cornac MF"}
+        self.settings = {**hp, "validation": validation, "sd": self.sd, "weights": list(fit.model.weights),
+                         "uncalibrated_rmse": fit.raw_rmse, "library": "cornac MF"}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class CFFit:
     """One fit of the cf rater's model on a dataset's history: ``first`` fitted without the validation cut (True in
-    ``validation``, over ``history_triples``' order), its ``rmse`` on that cut, and ``model`` refitted on it all."""
+    ``validation``, over ``history_triples``' order) and re-weighted on it, its ``rmse`` there (cross-validated;
+    ``raw_rmse`` before the weights), and ``model`` refitted on it all with the same weights."""
 
     first: CFModel
     model: CFModel
     rmse: float
     validation: np.ndarray
+    raw_rmse: float
 
 
 _FITS: dict[tuple, CFFit] = {}  # the evaluation builds a rater per block: one fit per input
@@ -190,7 +244,11 @@ def fitted_cf(ds, scale: Scale, validation: float, hp: dict, feature: str = "the
         fit = ~val
         first = fit_mf(users[fit], items[fit], ratings[fit], ds.n_users, ds.n_items, **hp)
         err = first.predict(users[val], items[val]) - ratings[val]
-        rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
+        raw = rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
+        weights = (1.0, 1.0, 1.0)
+        if val.sum() > 1:
+            weights, rmse = calibrate(first, users[val], items[val], ratings[val], ds.n_users, hp["seed"])
+        model = fit_mf(users, items, ratings, ds.n_users, ds.n_items, **hp)
         _FITS.clear()  # one dataset at a time: the memory of one model
-        _FITS[key] = CFFit(first, fit_mf(users, items, ratings, ds.n_users, ds.n_items, **hp), rmse, val)
+        _FITS[key] = CFFit(replace(first, weights=weights), replace(model, weights=weights), rmse, val, raw)
     return _FITS[key]

@@ -7,7 +7,7 @@ Fitted on history only (the held-out pairs are refused, as the cf rater refuses 
 
 1. CF: the cf rater's own fit (``cf.fitted_cf``), ``first`` without a validation cut of each user's history
    ratings (``cf.cut_order``: the latest, or a seeded random share where the history has no order), ``model`` on
-   the whole history.
+   the whole history, both with the weights the cf rater gives its parts on that cut.
 2. Text features: the item embeddings projected on their top ``rank`` principal directions (no ratings involved);
    per person, their taste in that space (the history items' projections weighted by the person's centred ratings)
    and what they watch (the plain mean), both from the history the CF part was fitted on.
@@ -27,10 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dataset import DatasetError
-from .cf import CFModel, PredictionRater, fitted_cf, history_triples
+from .cf import CFModel, PredictionRater, fit_correction, fitted_cf, history_triples
 
 COLD = 5.0  # an item with this many history ratings gets half of the cold-item part of the correction
-PENALTIES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 
 
 @dataclass(frozen=True)
@@ -76,34 +75,6 @@ def text_side(z: np.ndarray, users: np.ndarray, items: np.ndarray, ratings: np.n
     people = np.hstack([np.ones((n_users, 1)), taste / shrink, watched / shrink])
     coldness = COLD / (COLD + np.bincount(items, minlength=n_items))
     return TextSide(people, np.hstack([np.ones((n_items, 1)), z]), coldness)
-
-
-def _ridge(gram: np.ndarray, moment: np.ndarray, penalty: float) -> np.ndarray:
-    return np.linalg.solve(gram + penalty * np.eye(len(gram)), moment)
-
-
-def fit_correction(x: np.ndarray, residual: np.ndarray, groups: np.ndarray, folds: int = 5):
-    """(weights or None, cross-validated RMSE of the corrected prediction, penalty): ridge of ``residual`` on
-    ``x`` with the penalty whose K-fold error (folds by ``groups``: people) is lowest; None where no penalty
-    beats leaving the residual as it is."""
-    gram, moment = x.T @ x, x.T @ residual
-    fold = groups % folds
-    best_penalty, best_rmse = None, float(np.sqrt(np.mean(residual**2)))
-    for penalty in PENALTIES:
-        err = np.empty_like(residual)
-        for f in range(folds):
-            out = fold == f
-            if not out.any():
-                continue
-            xo = x[out]
-            w = _ridge(gram - xo.T @ xo, moment - xo.T @ residual[out], penalty)
-            err[out] = residual[out] - xo @ w
-        rmse = float(np.sqrt(np.mean(err**2)))
-        if rmse < best_rmse:
-            best_penalty, best_rmse = penalty, rmse
-    if best_penalty is None:
-        return None, best_rmse, 0.0
-    return _ridge(gram, moment, best_penalty), best_rmse, best_penalty
 
 
 @dataclass(frozen=True)
