@@ -86,9 +86,10 @@ _fused = None  # quantize_input compiled by torch.compile on first use, or quant
 
 
 def fused_quantize_input(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``quantize_input`` fused by ``torch.compile`` into a kernel or two that read the input once or twice: eager,
-    its three passes still cost more GPU time than the FP8 matmuls they feed (the third round's profile). Where
-    compiling fails (no Triton, no C compiler), the eager version, with a warning once."""
+    """``quantize_input`` fused by ``torch.compile`` into one Triton kernel (on the device: 9% of a 7B FP8 step's
+    GPU time). Run eagerly, its separate passes over the input cost about as much as the FP8 products they feed
+    (bench/RESULTS.md, third round). Where compiling fails (no Triton, no C compiler), the eager version, with a
+    warning once."""
     global _fused
     if _fused is None:
         try:
