@@ -138,3 +138,23 @@ def test_cf_rater_keeps_its_weights_in_its_settings(real_movies_dir):
     assert len(weights) == 3 and all(np.isfinite(weights))
     assert tuple(weights) == rater.model.weights  # the refitted model answers with the weights found on the cut
     assert rater.sd == rater.validation_rmse <= rater.settings["uncalibrated_rmse"] + 1e-12
+
+
+def test_the_cut_chooses_the_mf_settings_that_err_least_there(real_movies_dir):
+    """Settings left as None are chosen on the validation cut: the chosen one's cut error is the least of the grid's
+    (each setting fitted alone gives the same cut error it had in the search); a given value is kept."""
+    import itertools
+
+    from suber_env.raters.cf import GRID, fitted_cf
+
+    ds = load_dataset(real_movies_dir)
+    rater = CFRater(ds, epochs=40)
+    assert rater.settings["epochs"] == 40 and rater.settings["chosen_on_cut"] == ["rank", "reg"]
+    assert rater.settings["rank"] in GRID["rank"] and rater.settings["reg"] in GRID["reg"]
+    errors = {}
+    for rank, reg in itertools.product(GRID["rank"], GRID["reg"]):
+        hp = {"rank": rank, "epochs": 40, "lr": 0.01, "reg": reg, "seed": 0}
+        errors[rank, reg] = fitted_cf(ds, rater.scale, 0.1, hp).rmse
+    assert len(set(errors.values())) > 1  # the settings differ on the cut: a choice that can be wrong
+    assert rater.validation_rmse == min(errors.values())
+    assert errors[rater.settings["rank"], rater.settings["reg"]] == rater.validation_rmse

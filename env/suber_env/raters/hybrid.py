@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dataset import DatasetError
-from .cf import CFModel, PredictionRater, fit_correction, fitted_cf, history_triples
+from .cf import GRID, CFFit, CFModel, PredictionRater, fit_correction, fitted_cf, history_triples
 
 COLD = 5.0  # an item with this many history ratings gets half of the cold-item part of the correction
 
@@ -120,10 +120,10 @@ class HybridRater(PredictionRater):
         self,
         ds,
         scale: str | None = None,
-        rank: int = 16,
-        epochs: int = 40,
+        rank: int | None = None,
+        epochs: int | None = None,
         lr: float = 0.01,
-        reg: float = 0.05,
+        reg: float | None = None,
         validation: float = 0.1,
         text_rank: int = 16,
         seed: int = 0,
@@ -134,12 +134,13 @@ class HybridRater(PredictionRater):
                 f"{ds.path / 'item_embeddings.parquet'}: the hybrid rater reads the items' text embeddings and this "
                 "dataset has none; build it with an embedding model (suber-data build ... --embedding-model M)"
             )
-        hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}
-        self.model = _fitted(ds, self.scale, validation, hp, text_rank)
+        hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}  # None: chosen on the cut (cf.py)
+        cf, self.model = _fitted(ds, self.scale, validation, hp, text_rank)
         self.sd = self.model.rmse if np.isfinite(self.model.rmse) else 1.0
-        self.settings = {**hp, "validation": validation, "text_rank": text_rank, "sd": self.sd,
-                         "cf_validation_rmse": self.model.cf_rmse, "penalty": self.model.penalty,
-                         "corrected": self.model.weights is not None, "library": "cornac MF + numpy ridge"}  # fmt: skip
+        self.settings = {**cf.hp, "chosen_on_cut": [k for k in GRID if hp[k] is None], "validation": validation,
+                         "text_rank": text_rank, "sd": self.sd, "cf_validation_rmse": self.model.cf_rmse,
+                         "penalty": self.model.penalty, "corrected": self.model.weights is not None,
+                         "library": "cornac MF + numpy ridge"}  # fmt: skip
 
 
 # one per CF fit and settings (the evaluation builds a rater per block); the CF fit is kept beside its model so
@@ -147,7 +148,7 @@ class HybridRater(PredictionRater):
 _MODELS: dict[tuple, tuple] = {}
 
 
-def _fitted(ds, scale, validation: float, hp: dict, text_rank: int) -> HybridModel:
+def _fitted(ds, scale, validation: float, hp: dict, text_rank: int) -> tuple[CFFit, HybridModel]:
     cf = fitted_cf(ds, scale, validation, hp, "the hybrid rater")  # held-out pairs refused there
     key = (id(cf), text_rank, hp["seed"])
     if key not in _MODELS:
@@ -156,4 +157,4 @@ def _fitted(ds, scale, validation: float, hp: dict, text_rank: int) -> HybridMod
         model = fit_hybrid(cf.first, cf.model, cf.validation, triples, ds.item_embeddings, ds.n_users, text_rank,
                            hp["seed"])  # fmt: skip
         _MODELS[key] = (cf, model)
-    return _MODELS[key][1]
+    return _MODELS[key]
