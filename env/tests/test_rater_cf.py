@@ -158,3 +158,41 @@ def test_the_cut_chooses_the_mf_settings_that_err_least_there(real_movies_dir):
     assert len(set(errors.values())) > 1  # the settings differ on the cut: a choice that can be wrong
     assert rater.validation_rmse == min(errors.values())
     assert errors[rater.settings["rank"], rater.settings["reg"]] == rater.validation_rmse
+
+
+def test_the_mixing_share_is_recovered_from_planted_answers():
+    """Ratings drawn from a planted mix of two answers (0.4 of the second): ``fit_mix`` finds that share from the
+    ratings alone; with no second answer in the data it finds 0."""
+    from suber_env.raters.cf import fit_mix
+
+    rng = np.random.default_rng(0)
+    n, labels = 20_000, 5
+    normal, own = rng.dirichlet(np.ones(labels), n), rng.dirichlet(np.ones(labels), n)
+    answer = 0.6 * normal + 0.4 * own
+    drawn = (answer.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+    assert abs(fit_mix(normal, own, drawn) - 0.4) <= 0.05
+    plain = (normal.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+    assert fit_mix(normal, own, plain) == 0.0
+
+
+def test_the_answer_mixes_in_each_persons_history_and_keeps_their_order(real_movies_dir):
+    """The cf rater's answer is the normal mixed with the person's smoothed history histogram in the cut's share;
+    mixing moves every answer of one person alike, so their items keep the order of the point prediction."""
+    from suber_env.raters.cf import MIX_SHARES, label_histograms
+
+    ds = load_dataset(real_movies_dir)
+    rater = CFRater(ds)
+    assert rater.settings["mix"] == rater.mix and rater.mix in MIX_SHARES and rater.mix > 0
+    plain = CFRater(ds, mix=0.0)
+    users = np.zeros(ds.n_items, np.int64) + 3
+    req = _history_requests(ds, users, np.arange(ds.n_items))
+    mixed, normal = rater.distribution(req), plain.distribution(req)
+    np.testing.assert_allclose(normal, discretised_normal(rater.expected(req), rater.sd, rater.values))
+    np.testing.assert_allclose(mixed, (1 - rater.mix) * normal + rater.mix * rater.histograms[3], atol=1e-12)
+    values = np.asarray(rater.scale.values)
+    order = np.argsort(rater.expected(req), kind="stable")
+    assert np.all(np.diff((mixed @ values)[order]) >= -1e-12)  # the readout keeps the prediction's order
+    hist = label_histograms(np.array([0, 0, 1]), np.array([2, 2, 0]), 3, 4)
+    np.testing.assert_allclose(hist.sum(axis=1), 1.0)
+    np.testing.assert_allclose(hist[2], [1 / 3, 0, 2 / 3, 0])  # no ratings: the population's shares
+    assert hist[0, 2] > hist[2, 2] and hist[1, 0] > hist[2, 0]  # a person's own ratings pull their row
