@@ -160,39 +160,43 @@ def test_the_cut_chooses_the_mf_settings_that_err_least_there(real_movies_dir):
     assert errors[rater.settings["rank"], rater.settings["reg"]] == rater.validation_rmse
 
 
-def test_the_mixing_share_is_recovered_from_planted_answers():
-    """Ratings drawn from a planted mix of two answers (0.4 of the second): ``fit_mix`` finds that share from the
-    ratings alone; with no second answer in the data it finds 0."""
-    from suber_env.raters.cf import fit_mix
+def test_label_weights_are_recovered_from_planted_answers():
+    """Ratings drawn from normal answers tilted by planted label weights: ``fit_label_weights`` finds the weights
+    from the ratings alone, the tilted answers' mean is then the ratings' histogram, and untilted draws give
+    weights near 1."""
+    from suber_env.raters.cf import fit_label_weights
 
     rng = np.random.default_rng(0)
-    n, labels = 20_000, 5
-    normal, own = rng.dirichlet(np.ones(labels), n), rng.dirichlet(np.ones(labels), n)
-    answer = 0.6 * normal + 0.4 * own
-    drawn = (answer.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
-    assert abs(fit_mix(normal, own, drawn) - 0.4) <= 0.05
-    plain = (normal.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
-    assert fit_mix(normal, own, plain) == 0.0
+    values = np.arange(1.0, 6.0)
+    normal = discretised_normal(rng.uniform(1, 5, 20_000), 1.1, values)
+    planted = np.array([2.0, 0.5, 1.0, 1.0, 1.5])
+    planted /= np.exp(np.log(planted).mean())
+    tilted = normal * planted
+    tilted /= tilted.sum(axis=1, keepdims=True)
+    drawn = (tilted.cumsum(axis=1) > rng.random((len(tilted), 1))).argmax(axis=1)
+    found = fit_label_weights(normal, drawn)
+    np.testing.assert_allclose(found, planted, rtol=0.08)
+    fitted = normal * found
+    np.testing.assert_allclose((fitted / fitted.sum(1, keepdims=True)).mean(0), np.bincount(drawn) / len(drawn),
+                               atol=1e-4)  # fmt: skip
+    plain = (normal.cumsum(axis=1) > rng.random((len(normal), 1))).argmax(axis=1)
+    np.testing.assert_allclose(fit_label_weights(normal, plain), 1.0, rtol=0.08)
 
 
-def test_the_answer_mixes_in_each_persons_history_and_keeps_their_order(real_movies_dir):
-    """The cf rater's answer is the normal mixed with the person's smoothed history histogram in the cut's share;
-    mixing moves every answer of one person alike, so their items keep the order of the point prediction."""
-    from suber_env.raters.cf import MIX_SHARES, label_histograms
-
+def test_the_answer_is_tilted_by_the_label_weights_and_keeps_the_order(real_movies_dir):
+    """The cf rater's answer is the discretised normal times the cut's label weights, renormalised; the weights
+    are the same for everyone, so one person's items keep the order of the point prediction."""
     ds = load_dataset(real_movies_dir)
-    rater = CFRater(ds)
-    assert rater.settings["mix"] == rater.mix and rater.mix in MIX_SHARES and rater.mix > 0
-    plain = CFRater(ds, mix=0.0)
+    rater, plain = CFRater(ds), CFRater(ds, label_weights=False)
+    weights = np.asarray(rater.settings["label_weights"])
+    assert weights.shape == (rater.scale.n,) and np.all(weights > 0) and np.ptp(weights) > 0.05
+    assert np.all(plain.label_weights == 1.0)
     users = np.zeros(ds.n_items, np.int64) + 3
     req = _history_requests(ds, users, np.arange(ds.n_items))
-    mixed, normal = rater.distribution(req), plain.distribution(req)
-    np.testing.assert_allclose(normal, discretised_normal(rater.expected(req), rater.sd, rater.values))
-    np.testing.assert_allclose(mixed, (1 - rater.mix) * normal + rater.mix * rater.histograms[3], atol=1e-12)
-    values = np.asarray(rater.scale.values)
+    normal = discretised_normal(rater.expected(req), rater.sd, rater.values)
+    np.testing.assert_allclose(plain.distribution(req), normal)
+    want = normal * weights
+    np.testing.assert_allclose(rater.distribution(req), want / want.sum(1, keepdims=True), atol=1e-12)
+    readout = rater.distribution(req) @ np.asarray(rater.scale.values)
     order = np.argsort(rater.expected(req), kind="stable")
-    assert np.all(np.diff((mixed @ values)[order]) >= -1e-12)  # the readout keeps the prediction's order
-    hist = label_histograms(np.array([0, 0, 1]), np.array([2, 2, 0]), 3, 4)
-    np.testing.assert_allclose(hist.sum(axis=1), 1.0)
-    np.testing.assert_allclose(hist[2], [1 / 3, 0, 2 / 3, 0])  # no ratings: the population's shares
-    assert hist[0, 2] > hist[2, 2] and hist[1, 0] > hist[2, 0]  # a person's own ratings pull their row
+    assert np.all(np.diff(readout[order]) >= -1e-9)  # the readout keeps the prediction's order

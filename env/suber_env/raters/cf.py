@@ -11,11 +11,11 @@ factors; the weights undo some of both, and with them people differ as much as t
 ratings). The same cut picks MF's rank, epochs and regularisation from a small grid (``GRID``; a value given by
 the caller is kept): the setting whose re-weighted fit errs least there. The spread of the answer is the cut's
 cross-validated error. The rater then refits on the whole history and answers, per (user, item), a normal around
-the re-weighted prediction with that spread, discretised onto the scale's labels (the ends take the tails), mixed
-with the person's own histogram of history ratings: the mixing share is the one under which the cut's ratings are
-likeliest (``fit_mix``), since a normal misses how people use a scale (many 1s on Coat, whole stars over half
-stars on MovieLens). Before any fit, every training pair is checked against the held-out pairs of
-user_ratings.parquet: a held-out pair in what it fits on is refused.
+the re-weighted prediction with that spread, discretised onto the scale's labels (the ends take the tails), each
+label's probability then multiplied by a weight of that label and renormalised: the weights under which the cut's
+ratings are likeliest (``fit_label_weights``), since a normal misses how people use a scale (many 1s on Coat,
+whole stars more than half stars on MovieLens). Before any fit, every training pair is checked against the
+held-out pairs of user_ratings.parquet: a held-out pair in what it fits on is refused.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from ..scales import Scale, get_scale, source_to_rater
 from .base import Rater, Requests
 
 PENALTIES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
-MIX_SHARES = np.round(np.arange(0.0, 0.96, 0.05), 2)  # the mixing shares the cut chooses among (fit_mix)
-MIX_PRIOR = 5.0  # pseudo-ratings of the population's histogram in each person's (people with few ratings)
 # MF's settings the validation cut chooses among, where the caller leaves one as None; the first of each where
 # there is no cut. Measured on ml-latest-small (501 people) and Coat, the best of these errs about 2% less on the
 # cut than rank 16, 40 epochs, reg 0.05 alone; lr stays 0.01 (larger overshoots, smaller needs more epochs).
@@ -183,30 +181,32 @@ def discretised_normal(mean: np.ndarray, sd: float, values: np.ndarray) -> np.nd
     return p / p.sum(axis=1, keepdims=True)
 
 
-def label_histograms(users: np.ndarray, labels: np.ndarray, n_users: int, n_labels: int) -> np.ndarray:
-    """(n_users, n_labels): each person's share of ratings on each label, with ``MIX_PRIOR`` pseudo-ratings of the
-    population's shares (so a person with one rating is not certain of it, and one with none is the population)."""
-    population = np.bincount(labels, minlength=n_labels).astype(np.float64)
-    population /= max(population.sum(), 1.0)
-    counts = np.zeros((n_users, n_labels))
-    np.add.at(counts, (users, labels), 1.0)
-    counts += MIX_PRIOR * population
-    return counts / counts.sum(axis=1, keepdims=True)
+def fit_label_weights(normal: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """One positive weight per label (geometric mean 1) under which ``labels`` are likeliest as draws from the rows
+    of ``normal`` tilted by them (each row times the weights, renormalised): a multinomial logit whose offsets are
+    the normal's log probabilities. At the optimum (inside the bounds) the tilted rows' mean is the labels'
+    histogram."""
+    from scipy.optimize import minimize
+    from scipy.special import logsumexp
 
+    log_normal = np.log(normal)
+    rows, observed = np.arange(len(labels)), np.bincount(labels, minlength=normal.shape[1]) / len(labels)
 
-def fit_mix(normal: np.ndarray, own: np.ndarray, labels: np.ndarray) -> float:
-    """The share ``m`` in ``MIX_SHARES`` under which ``labels`` are likeliest as ``(1 - m) normal + m own`` (rows:
-    each rating's probabilities under either answer)."""
-    rows = np.arange(len(labels))
-    a, b = normal[rows, labels], own[rows, labels]
-    loglik = [float(np.log((1 - m) * a + m * b).mean()) for m in MIX_SHARES]
-    return float(MIX_SHARES[int(np.argmax(loglik))])
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        z = log_normal + theta
+        norm = logsumexp(z, axis=1)
+        mean_tilted = np.exp(z - norm[:, None]).mean(axis=0)
+        return float((norm - z[rows, labels]).mean()), mean_tilted - observed
+
+    bounds = [(-4.0, 4.0)] * normal.shape[1]  # a label the cut never shows keeps a little weight
+    theta = minimize(loss, np.zeros(normal.shape[1]), jac=True, method="L-BFGS-B", bounds=bounds).x
+    return np.exp(theta - theta.mean())
 
 
 class PredictionRater(Rater):
     """A rater that answers from a fitted model's point prediction (``self.model.predict(users, items)``) as a
-    normal with spread ``self.sd``, discretised onto the scale, mixed with the person's history histogram
-    (``self.mix`` of ``self.histograms``): what the cf and hybrid raters share."""
+    normal with spread ``self.sd``, discretised onto the scale and tilted by ``self.label_weights``: what the cf and
+    hybrid raters share."""
 
     def _open(self, ds, scale: str | None, feature: str) -> None:
         ds.require("users", f"{feature} (it fits on the users' own ratings)")
@@ -214,12 +214,12 @@ class PredictionRater(Rater):
         self.values = np.asarray(self.scale.values)
 
     def expected(self, req: Requests) -> np.ndarray:
-        """The model's point prediction on the rater's scale (before discretising and mixing)."""
+        """The model's point prediction on the rater's scale (before discretising)."""
         return self.model.predict(np.asarray(req.users, np.int64), np.asarray(req.items, np.int64))
 
     def distribution(self, req: Requests) -> np.ndarray:
-        normal = discretised_normal(self.expected(req), self.sd, self.values)
-        return (1 - self.mix) * normal + self.mix * self.histograms[np.asarray(req.users, np.int64)]
+        tilted = discretised_normal(self.expected(req), self.sd, self.values) * self.label_weights
+        return tilted / tilted.sum(axis=1, keepdims=True)
 
 
 class CFRater(PredictionRater):
@@ -237,17 +237,18 @@ class CFRater(PredictionRater):
         reg: float | None = None,
         validation: float = 0.1,
         seed: int = 0,
-        mix: float | None = None,
+        label_weights: bool = True,
     ):
         self._open(ds, scale, "the cf rater")
         hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}  # None: chosen on the cut
         fit = fitted_cf(ds, self.scale, validation, hp)
         self.model, self.validation_rmse = fit.model, fit.rmse
         self.sd = self.validation_rmse if np.isfinite(self.validation_rmse) else 1.0
-        self.mix, self.histograms = fit.mix if mix is None else float(mix), fit.histograms  # None: the cut's share
+        self.label_weights = fit.label_weights if label_weights else np.ones(len(self.values))  # False: plain normal
         self.settings = {**fit.hp, "chosen_on_cut": [k for k in GRID if hp[k] is None], "validation": validation,
-                         "sd": self.sd, "mix": self.mix, "weights": list(fit.model.weights),
-                         "uncalibrated_rmse": fit.raw_rmse, "library": "cornac MF"}  # fmt: skip
+                         "sd": self.sd, "label_weights": self.label_weights.tolist(),
+                         "weights": list(fit.model.weights), "uncalibrated_rmse": fit.raw_rmse,
+                         "library": "cornac MF"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -262,8 +263,7 @@ class CFFit:
     validation: np.ndarray
     raw_rmse: float
     hp: dict  # the MF settings fitted, the cut's choices filled in
-    mix: float  # the share of the person's own histogram in the answer (fit_mix on the cut)
-    histograms: np.ndarray  # (n_users, labels): each person's history histogram, smoothed (label_histograms)
+    label_weights: np.ndarray  # each label's weight in the answer, fitted on the cut (fit_label_weights)
 
 
 _FITS: dict[tuple, CFFit] = {}  # the evaluation builds a rater per block: one fit per input
@@ -296,14 +296,12 @@ def fitted_cf(ds, scale: Scale, validation: float, hp: dict, feature: str = "the
                 best = (rmse, raw, trial, replace(first, weights=weights))
         rmse, raw, trial, first = best
         values = np.asarray(scale.values, np.float64)
-        labels = np.abs(ratings[:, None] - values[None, :]).argmin(axis=1)
-        mix = 0.0
-        if val.sum() > 1:  # the cut's ratings under the normal and under the histograms of the rest of history
-            normal = discretised_normal(first.predict(users[val], items[val]), rmse, values)
-            own = label_histograms(users[~val], labels[~val], ds.n_users, len(values))[users[val]]
-            mix = fit_mix(normal, own, labels[val])
+        label_weights = np.ones(len(values))
+        if val.sum() > 1:  # the cut's ratings under the normal answer, on the scale's labels
+            labels = np.abs(ratings[val, None] - values[None, :]).argmin(axis=1)
+            label_weights = fit_label_weights(discretised_normal(first.predict(users[val], items[val]), rmse, values),
+                                              labels)  # fmt: skip
         model = fit_mf(users, items, ratings, ds.n_users, ds.n_items, **trial)
-        hist = label_histograms(users, labels, ds.n_users, len(values))
         _FITS.clear()  # one dataset at a time: the memory of one model
-        _FITS[key] = CFFit(first, replace(model, weights=first.weights), rmse, val, raw, trial, mix, hist)
+        _FITS[key] = CFFit(first, replace(model, weights=first.weights), rmse, val, raw, trial, label_weights)
     return _FITS[key]

@@ -17,8 +17,8 @@ Fitted on history only (the held-out pairs are refused, as the cf rater refuses 
    cross-validation over people within the cut, and the correction is left out (the rater is then CF exactly)
    when no penalty lowers CF's error there.
 4. Answer: ``model``'s prediction plus the correction (features from the whole history), as a normal with the
-   cross-validated error as spread, discretised onto the scale (``cf.discretised_normal``), mixed with the person's
-   history histogram in the share the cf fit found (``cf.fit_mix``).
+   cross-validated error as spread, discretised onto the scale (``cf.discretised_normal``) and tilted by the label
+   weights the cf fit found (``cf.fit_label_weights``).
 """
 
 from __future__ import annotations
@@ -138,9 +138,9 @@ class HybridRater(PredictionRater):
         hp = {"rank": rank, "epochs": epochs, "lr": lr, "reg": reg, "seed": seed}  # None: chosen on the cut (cf.py)
         cf, self.model = _fitted(ds, self.scale, validation, hp, text_rank)
         self.sd = self.model.rmse if np.isfinite(self.model.rmse) else 1.0
-        self.mix, self.histograms = cf.mix, cf.histograms  # the cf fit's share of each person's own histogram
+        self.label_weights = cf.label_weights  # the cf fit's, found on the same cut
         self.settings = {**cf.hp, "chosen_on_cut": [k for k in GRID if hp[k] is None], "validation": validation,
-                         "text_rank": text_rank, "sd": self.sd, "mix": self.mix,
+                         "text_rank": text_rank, "sd": self.sd, "label_weights": self.label_weights.tolist(),
                          "cf_validation_rmse": self.model.cf_rmse, "penalty": self.model.penalty,
                          "corrected": self.model.weights is not None, "library": "cornac MF + numpy ridge"}  # fmt: skip
 
