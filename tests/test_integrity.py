@@ -215,6 +215,39 @@ def test_an_interrupt_is_one_line_with_the_shell_exit_code_and_the_next_run_resu
     assert {"items", "ratings", "users", "user_descriptions", "catalog"} <= set(steps)
 
 
+def test_an_interrupt_dropped_in_a_finaliser_is_still_seen_and_prints_nothing(monkeypatch):
+    """Dagster's handler raises its interrupt where the signal lands; landing in a finaliser, Python drops it and the
+    build goes on (a CI run printed "Exception ignored in ... DagsterExecutionInterruptedError" and exited 0 after a
+    SIGTERM). The build still sees the signal, through the wakeup fd, and the dropped interrupt is not passed on to
+    be printed (other dropped errors are); the build then ends as interrupted (cli/run.py)."""
+    import gc
+    import signal
+
+    from suber_data.cli.run import _signals_seen
+
+    class Interrupted:
+        def __del__(self):
+            raise KeyboardInterrupt  # an interrupt that landed in a finaliser
+
+    class Broken:
+        def __del__(self):
+            raise ValueError("a finaliser's own error")
+
+    passed_on = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: passed_on.append(unraisable.exc_type))
+    ignore = signal.signal(signal.SIGTERM, lambda *_: None)  # a handler whose raise went nowhere
+    try:
+        with _signals_seen() as seen:
+            os.kill(os.getpid(), signal.SIGTERM)
+            Interrupted()
+            Broken()
+            gc.collect()
+            assert seen() == {signal.SIGTERM}
+    finally:
+        signal.signal(signal.SIGTERM, ignore)
+    assert passed_on == [ValueError]
+
+
 def test_a_build_starts_by_removing_what_killed_writes_left(tmp_path):
     from suber_data.cli.run import clear_leftovers
 

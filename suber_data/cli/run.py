@@ -4,6 +4,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -185,10 +186,12 @@ def run_build(o: BuildOptions, *, console: Console, out: Console, as_json: bool 
         removed = [] if result.success else forget_blocked_steps(result, dataset_dir)
         if result.success:
             clear_work_files(dataset_dir)
+    # Dagster turns SIGINT and SIGTERM alike into a step failure (DagsterExecutionInterruptedError). Its handler
+    # raises where the signal lands; landing in a finaliser, the error is dropped and the run may go on to succeed:
+    # a signal seen still ends the build as interrupted, with the shell's exit code.
+    if seen() or (not result.success and _interrupted(result)):
+        raise BuildInterrupted(signal.SIGTERM if signal.SIGTERM in seen() else signal.SIGINT)
     if not result.success:
-        # Dagster turns SIGINT and SIGTERM alike into a step failure (DagsterExecutionInterruptedError)
-        if seen() or _interrupted(result):
-            raise BuildInterrupted(signal.SIGTERM if signal.SIGTERM in seen() else signal.SIGINT)
         raise _first_failure(result, removed)
     report = summary(result, o, dataset_dir)
     if not as_json:
@@ -207,10 +210,15 @@ class BuildInterrupted(SuberDataError):
         self.exit_code = 128 + signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports a process they ended
 
 
+INTERRUPT_ERRORS = {"DagsterExecutionInterruptedError"}  # what Dagster's signal handler raises
+
+
 @contextlib.contextmanager
 def _signals_seen():
     """Which signals arrive during the block (Dagster swaps the handlers, so ask the interpreter's wakeup fd,
-    which gets every signal's number whatever the handler); yields a function returning them."""
+    which gets every signal's number whatever the handler); yields a function returning them. An interrupt raised
+    inside a finaliser meanwhile cannot propagate (Python drops it): it prints no traceback, since the caller reads
+    the signal from here."""
     import socket
 
     if threading.current_thread() is not threading.main_thread():
@@ -227,10 +235,19 @@ def _signals_seen():
         return got & {signal.SIGINT, signal.SIGTERM}
 
     previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    hook = sys.unraisablehook
+
+    def quiet(unraisable) -> None:
+        kind = unraisable.exc_type
+        if kind is None or not (issubclass(kind, KeyboardInterrupt) or kind.__name__ in INTERRUPT_ERRORS):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet
     try:
         yield seen
     finally:
         seen()
+        sys.unraisablehook = hook
         signal.set_wakeup_fd(previous)
         reader.close()
         writer.close()
