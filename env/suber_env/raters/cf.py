@@ -245,7 +245,7 @@ class CFRater(PredictionRater):
         self.model, self.validation_rmse = fit.model, fit.rmse
         self.sd = self.validation_rmse if np.isfinite(self.validation_rmse) else 1.0
         self.label_weights = fit.label_weights if label_weights else np.ones(len(self.values))  # False: plain normal
-        self.settings = {**fit.hp, "chosen_on_cut": [k for k in GRID if hp[k] is None], "validation": validation,
+        self.settings = {**fit.hp, "chosen_on_cut": fit.chosen, "validation": validation,
                          "sd": self.sd, "label_weights": self.label_weights.tolist(),
                          "weights": list(fit.model.weights), "uncalibrated_rmse": fit.raw_rmse,
                          "library": "cornac MF"}  # fmt: skip
@@ -263,6 +263,7 @@ class CFFit:
     validation: np.ndarray
     raw_rmse: float
     hp: dict  # the MF settings fitted, the cut's choices filled in
+    chosen: list  # the names of the settings the cut chose (those left as None)
     label_weights: np.ndarray  # each label's weight in the answer, fitted on the cut (fit_label_weights)
 
 
@@ -303,5 +304,6 @@ def fitted_cf(ds, scale: Scale, validation: float, hp: dict, feature: str = "the
                                               labels)  # fmt: skip
         model = fit_mf(users, items, ratings, ds.n_users, ds.n_items, **trial)
         _FITS.clear()  # one dataset at a time: the memory of one model
-        _FITS[key] = CFFit(first, replace(model, weights=first.weights), rmse, val, raw, trial, label_weights)
+        chosen = [k for k in GRID if hp.get(k) is None]
+        _FITS[key] = CFFit(first, replace(model, weights=first.weights), rmse, val, raw, trial, chosen, label_weights)
     return _FITS[key]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dataset import DatasetError
-from .cf import GRID, CFFit, CFModel, PredictionRater, fit_correction, fitted_cf, history_triples
+from .cf import CFFit, CFModel, PredictionRater, fit_correction, fitted_cf, history_triples
 
 COLD = 5.0  # an item with this many history ratings gets half of the cold-item part of the correction
 
@@ -139,7 +139,7 @@ class HybridRater(PredictionRater):
         cf, self.model = _fitted(ds, self.scale, validation, hp, text_rank)
         self.sd = self.model.rmse if np.isfinite(self.model.rmse) else 1.0
         self.label_weights = cf.label_weights  # the cf fit's, found on the same cut
-        self.settings = {**cf.hp, "chosen_on_cut": [k for k in GRID if hp[k] is None], "validation": validation,
+        self.settings = {**cf.hp, "chosen_on_cut": cf.chosen, "validation": validation,
                          "text_rank": text_rank, "sd": self.sd, "label_weights": self.label_weights.tolist(),
                          "cf_validation_rmse": self.model.cf_rmse, "penalty": self.model.penalty,
                          "corrected": self.model.weights is not None, "library": "cornac MF + numpy ridge"}  # fmt: skip
