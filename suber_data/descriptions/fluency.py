@@ -29,11 +29,13 @@ and no statement that contradicts the persona where a rule can see one (``checks
 - **No word twice in a row**: "adventure adventures", "fashion fashion" ("that that" and "had had" aside).
 - **Contradictions**: an age ("a 4 year old girl", "aged 30") other than the user's; a child's word for an adult
   ("she is a girl") or a parent's or spouse's for a child; a family or life role of the other sex ("he is a
-  mother"); "is a student" or "is retired" against the user's occupation.
+  mother"); a teenager's word for someone not 12 to 19; "is a student" or "is retired" against the user's
+  occupation; a job noun in the present ("he is a doctor") for someone whose occupation is another (``job_nouns``).
 """
 
 from __future__ import annotations
 
+import csv
 import functools
 import re
 from collections.abc import Iterable, Mapping
@@ -87,9 +89,46 @@ _ROLE = re.compile(_SELF + r"(?:(?:a|an)\s+)?([a-z]+)(?:\s+([a-z]+))?\b")
 _AGE = re.compile(r"\b(\d{1,3})[\s-]*(?:years?|yrs?)[\s-]*old\b|\baged\s+(\d{1,3})\b|\bage\s+of\s+(\d{1,3})\b")
 _MEN = {"father", "husband", "boy", "man", "gentleman", "grandfather", "son", "brother", "widower", "schoolboy"}
 _WOMEN = {"mother", "wife", "girl", "woman", "lady", "grandmother", "daughter", "sister", "widow", "schoolgirl"}
-_CHILD = {"girl", "boy", "child", "kid", "schoolgirl", "schoolboy", "toddler", "teenager", "pupil"}
+_CHILD = {"girl", "boy", "child", "kid", "schoolgirl", "schoolboy", "toddler", "pupil"}
+_TEEN = {"teenager", "teen", "adolescent"}  # only from 12 to 19 ("she is a teenager" for a 6-year-old)
 _GROWN = {"mother", "father", "husband", "wife", "grandmother", "grandfather", "widow", "widower", "retiree"}
 _LEARNERS = {"student", "schoolchild", "apprentice", "preschooler"}
+# "He is a doctor" for a locksmith: a job noun said in the present of someone whose occupation is another. Job nouns
+# are the heads of occupations.csv's jobs and a few common words it lacks, less those a person can be without it
+# being their job ("a hard worker", "a good cook", "a keen photographer"). A word of the user's own job, or one of the
+# stems listed here for the noun, makes it theirs ("she is a doctor" for a surgeon).
+_NOT_JOB_NOUNS = {
+    "(industrial)", "agent", "aide", "assistant", "attendant", "buyer", "captain", "carrier", "cleaner", "coach",
+    "conductor", "consultant", "controller", "cook", "baker", "coordinator", "dancer", "director", "driver", "editor",
+    "executive", "examiner", "fisher", "guard", "guide", "host", "inspector", "installer", "instructor", "interpreter",
+    "logger", "maker", "mediator", "operator", "painter", "planner", "practitioner", "preparer", "repairer",
+    "representative", "sailor", "setter", "singer", "specialist", "tester", "trainer", "translator", "trimmer",
+    "worker", "writer", "musician", "athlete", "actor", "photographer", "composer", "reporter", "teller", "advisor",
+}  # fmt: skip
+_MORE_JOB_NOUNS = {
+    "doctor", "policeman", "policewoman", "fireman", "programmer", "salesman", "saleswoman", "banker",
+    "businessman", "businesswoman", "entrepreneur", "astronaut", "vet",
+}  # fmt: skip
+_SAME_WORK = {
+    "doctor": ("physician", "surgeon", "psychiatrist", "dentist", "veterinar", "chiropract", "optometr"),
+    "vet": ("veterinar",), "teacher": ("teach", "professor", "tutor", "instructor"), "professor": ("teacher",),
+    "nurse": ("nurs", "midwife"), "officer": ("police", "detective"), "policeman": ("police", "detective"),
+    "policewoman": ("police", "detective"), "fireman": ("firefight",), "salesman": ("sales",),
+    "saleswoman": ("sales",), "programmer": ("developer", "software", "programm"), "developer": ("programm",),
+    "scientist": ("ologist", "chemist", "physicist", "statistic", "mathematic", "scientist"),
+    "businessman": ("executive", "manager", "sales", "business"), "businesswoman": ("executive", "manager", "sales"),
+    "banker": ("bank", "loan", "financ", "broker"),
+}  # fmt: skip
+# The present tense of what the user is: "is", "works as", "'s" or the description's start, not "was" or "became".
+_PRESENT = re.compile(r"(?:^|\b(?:is|works\s+as|'s))\s+(?:also\s+|now\s+|still\s+)?(?:(?:a|an)\s+)?[a-z]+")
+
+
+@functools.cache
+def job_nouns() -> frozenset[str]:
+    """The nouns that name a job (see ``_NOT_JOB_NOUNS`` above), lower-cased."""
+    with asset_path("users/occupations.csv").open(encoding="utf-8", newline="") as handle:
+        heads = {row["occupation"].split()[-1].lower() for row in csv.DictReader(handle)}
+    return frozenset((heads - _NOT_JOB_NOUNS) | _MORE_JOB_NOUNS)
 
 
 @functools.cache
@@ -297,12 +336,28 @@ def contradictions(text: str, user: Mapping) -> list[str]:
         roles, said = {match.group(1), match.group(2)}, match.group(0).strip()
         if (sex == "M" and roles & _WOMEN) or (sex == "F" and roles & _MEN):
             return [f"contradicts the sex: {said!r}"]
-        if age is not None and ((age >= 18 and roles & _CHILD) or (age < 16 and roles & _GROWN)):
+        if age is not None and (
+            (age >= 18 and roles & _CHILD) or (age < 16 and roles & _GROWN) or (roles & _TEEN and not 12 <= age <= 19)
+        ):
             return [f"contradicts the age: {said!r} for someone of {age}"]
         learner = roles & _LEARNERS and job not in _LEARNERS
         if job and (learner or (roles & {"retiree", "pensioner", "retired"} and job != "retired")):
             return [f"contradicts the occupation ({job}): {said!r}"]
+        if _other_job(roles, said, job, str(user.get("hobby") or "").lower()):
+            return [f"contradicts the occupation ({job}): {said!r}"]
     return []
+
+
+def _other_job(roles: set, said: str, job: str, hobby: str) -> str | None:
+    """A job noun of ``roles`` that is not the user's job, said in the present ("is a doctor"; not "was a doctor"
+    nor "a retired doctor"); None when there is none."""
+    if not job or roles & {"retired", "former", "ex", "retiree"} or not _PRESENT.search(said):
+        return None
+    for noun in sorted(roles & job_nouns()):
+        own = noun in job.split() or any(stem in job for stem in _SAME_WORK.get(noun, ()))
+        if not own and not (len(noun) >= 5 and noun[:5] in hobby):  # "a potter" for a pottery lover
+            return noun
+    return None
 
 
 def fluency_problems(text: str, user: Mapping) -> list[str]:

@@ -152,3 +152,37 @@ def test_a_frame_the_program_cannot_close_is_a_one_line_error(tmp_path):
         path.write_text(body + frame + "\n")
         with pytest.raises(InputError, match=re.escape(why)):
             parse_template(path)
+
+
+# Roles against the persona that the 100-user runs of docs/descriptions.md wrote and the rules above passed then.
+OTHER_ROLES = [  # (the user's facts, the text, the problem the check names)
+    ({**MAN, "age": 45, "occupation": "Locksmith", "hobby": "Chess"},
+     "a locksmith who loves chess. He is a doctor and works long hours.", "contradicts the occupation"),
+    ({**WOMAN, "age": 12, "occupation": "schoolchild", "hobby": "Drawing"},
+     "at school, loves drawing. She has a good job, she is a teacher, and also her daughter.", "contradicts the"),
+    ({**WOMAN, "age": 70, "occupation": "retired", "hobby": "Knitting"},
+     "retired and fond of knitting. She is a doctor.", "contradicts the occupation"),
+    ({**WOMAN, "age": 6, "occupation": "schoolchild", "hobby": "Drawing"},
+     "at school and loves drawing. She is a teenager.", "contradicts the age"),
+    ({**MAN, "occupation": "Carpenter", "hobby": "Chess"},
+     "a carpenter who loves chess; he is a teen at heart.", "contradicts the age"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("user", "text", "problem"), OTHER_ROLES, ids=[t[1][:24] for t in OTHER_ROLES])
+def test_another_job_or_a_teenager_against_the_persona_fails(user, text, problem):
+    assert any(p.startswith(problem) for p in fluency_problems(text, user)), fluency_problems(text, user)
+
+
+@pytest.mark.parametrize(
+    ("occupation", "age", "text"),
+    [("Surgeon", 50, "a surgeon; he is a doctor who loves chess."),
+     ("Registered Nurse", 30, "a registered nurse, he is a nurse who loves chess."),
+     ("Locksmith", 45, "a locksmith; he is a hard worker and a good cook who loves chess."),
+     ("Locksmith", 45, "a locksmith who was a doctor once and loves chess."),
+     ("retired", 70, "retired; he is a retired doctor who loves chess."),
+     ("Police Officer", 40, "a police officer; he is an officer who loves chess."),
+     ("student", 18, "a student, he is a teenager who loves chess.")],
+)  # fmt: skip
+def test_ones_own_job_a_former_one_and_roles_that_are_not_jobs_pass(occupation, age, text):
+    assert fluency_problems(text, {**MAN, "age": age, "occupation": occupation, "hobby": "Chess"}) == []
