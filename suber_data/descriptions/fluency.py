@@ -29,8 +29,9 @@ and no statement that contradicts the persona where a rule can see one (``checks
 - **No word twice in a row**: "adventure adventures", "fashion fashion" ("that that" and "had had" aside).
 - **Contradictions**: an age ("a 4 year old girl", "aged 30") other than the user's; a child's word for an adult
   ("she is a girl") or a parent's or spouse's for a child; a family or life role of the other sex ("he is a
-  mother"); a teenager's word for someone not 12 to 19; "is a student" or "is retired" against the user's
-  occupation; a job noun in the present ("he is a doctor") for someone whose occupation is another (``job_nouns``).
+  mother"); a teenager's word for someone not 12 to 19, a grown-up's ("a great man") for a child under 13; "is a
+  student" or "is retired" against the user's occupation; a job noun in the present ("he is a doctor", "she is known
+  as the police officer") for someone whose occupation is another (``job_nouns``).
 """
 
 from __future__ import annotations
@@ -84,13 +85,15 @@ _GRAMMATICAL_REPEATS = {"that", "had"}  # "he knows that that film", "he had had
 _NOT_A_NOUN = {"retired"}
 _BEFORE_ADJECTIVE = {"is", "was", "now", "being", "recently", "happily", "newly", "fully", "became", "s", "long"}
 # What the description says the user is: its start (it continues "NAME is a 34 years old man, he is") or "she is".
-_SELF = r"(?:^\s*|\b(?:he|she|they|who)\s+(?:is|was|has\s+been|became|works\s+as|'s)\s+)(?:also\s+|now\s+|still\s+)?"
-_ROLE = re.compile(_SELF + r"(?:(?:a|an)\s+)?([a-z]+)(?:\s+([a-z]+))?\b")
+_SELF = r"(?:^\s*|\b(?:he|she|they|who)\s+(?:is|was|has\s+been|became|works\s+as|'s)\s+)"
+_SELF += r"(?:also\s+|now\s+|still\s+|known\s+as\s+)?"  # "she is known as the police officer"
+_ROLE = re.compile(_SELF + r"(?:(?:a|an|the)\s+)?([a-z]+)(?:\s+([a-z]+))?\b")
 _AGE = re.compile(r"\b(\d{1,3})[\s-]*(?:years?|yrs?)[\s-]*old\b|\baged\s+(\d{1,3})\b|\bage\s+of\s+(\d{1,3})\b")
 _MEN = {"father", "husband", "boy", "man", "gentleman", "grandfather", "son", "brother", "widower", "schoolboy"}
 _WOMEN = {"mother", "wife", "girl", "woman", "lady", "grandmother", "daughter", "sister", "widow", "schoolgirl"}
 _CHILD = {"girl", "boy", "child", "kid", "schoolgirl", "schoolboy", "toddler", "pupil"}
 _TEEN = {"teenager", "teen", "adolescent"}  # only from 12 to 19 ("she is a teenager" for a 6-year-old)
+_ADULT = {"man", "woman", "lady", "gentleman"}  # not under 13 ("he is a great man" at 11)
 _GROWN = {"mother", "father", "husband", "wife", "grandmother", "grandfather", "widow", "widower", "retiree"}
 _LEARNERS = {"student", "schoolchild", "apprentice", "preschooler"}
 # "He is a doctor" for a locksmith: a job noun said in the present of someone whose occupation is another. Job nouns
@@ -107,7 +110,7 @@ _NOT_JOB_NOUNS = {
 }  # fmt: skip
 _MORE_JOB_NOUNS = {
     "doctor", "policeman", "policewoman", "fireman", "programmer", "salesman", "saleswoman", "banker",
-    "businessman", "businesswoman", "entrepreneur", "astronaut", "vet",
+    "businessman", "businesswoman", "entrepreneur", "astronaut", "vet", "cameraman",
 }  # fmt: skip
 _SAME_WORK = {
     "doctor": ("physician", "surgeon", "psychiatrist", "dentist", "veterinar", "chiropract", "optometr"),
@@ -117,10 +120,13 @@ _SAME_WORK = {
     "saleswoman": ("sales",), "programmer": ("developer", "software", "programm"), "developer": ("programm",),
     "scientist": ("ologist", "chemist", "physicist", "statistic", "mathematic", "scientist"),
     "businessman": ("executive", "manager", "sales", "business"), "businesswoman": ("executive", "manager", "sales"),
-    "banker": ("bank", "loan", "financ", "broker"),
+    "banker": ("bank", "loan", "financ", "broker"), "cameraman": ("camera",),
 }  # fmt: skip
-# The present tense of what the user is: "is", "works as", "'s" or the description's start, not "was" or "became".
-_PRESENT = re.compile(r"(?:^|\b(?:is|works\s+as|'s))\s+(?:also\s+|now\s+|still\s+)?(?:(?:a|an)\s+)?[a-z]+")
+# What the user is now ("she is", "he's", "who works as"; not "was" or "became"), and the next two words.
+_NOW = re.compile(
+    r"\b(?:he|she|they|who)(?:\s+(?:is|works\s+as)|'s)\s+(?:also\s+|now\s+|still\s+|known\s+as\s+)?"
+    r"(?:(?:a|an|the)\s+)?([a-z]+)(?:\s+([a-z]+))?\b"
+)
 
 
 @functools.cache
@@ -337,21 +343,24 @@ def contradictions(text: str, user: Mapping) -> list[str]:
         if (sex == "M" and roles & _WOMEN) or (sex == "F" and roles & _MEN):
             return [f"contradicts the sex: {said!r}"]
         if age is not None and (
-            (age >= 18 and roles & _CHILD) or (age < 16 and roles & _GROWN) or (roles & _TEEN and not 12 <= age <= 19)
+            (age >= 18 and roles & _CHILD)
+            or (age < 16 and roles & _GROWN)
+            or (age < 13 and roles & _ADULT)
+            or (roles & _TEEN and not 12 <= age <= 19)
         ):
             return [f"contradicts the age: {said!r} for someone of {age}"]
         learner = roles & _LEARNERS and job not in _LEARNERS
         if job and (learner or (roles & {"retiree", "pensioner", "retired"} and job != "retired")):
             return [f"contradicts the occupation ({job}): {said!r}"]
-        if _other_job(roles, said, job, str(user.get("hobby") or "").lower()):
-            return [f"contradicts the occupation ({job}): {said!r}"]
+    for match in _NOW.finditer(low) if job else ():
+        if _other_job({match.group(1), match.group(2)}, job, str(user.get("hobby") or "").lower()):
+            return [f"contradicts the occupation ({job}): {match.group(0).strip()!r}"]
     return []
 
 
-def _other_job(roles: set, said: str, job: str, hobby: str) -> str | None:
-    """A job noun of ``roles`` that is not the user's job, said in the present ("is a doctor"; not "was a doctor"
-    nor "a retired doctor"); None when there is none."""
-    if not job or roles & {"retired", "former", "ex", "retiree"} or not _PRESENT.search(said):
+def _other_job(roles: set, job: str, hobby: str) -> str | None:
+    """A job noun of ``roles`` that is not the user's job ("a retired doctor" is anyone's); None when none is."""
+    if roles & {"retired", "former", "ex", "retiree"}:
         return None
     for noun in sorted(roles & job_nouns()):
         own = noun in job.split() or any(stem in job for stem in _SAME_WORK.get(noun, ()))

@@ -186,3 +186,16 @@ def test_another_job_or_a_teenager_against_the_persona_fails(user, text, problem
 )  # fmt: skip
 def test_ones_own_job_a_former_one_and_roles_that_are_not_jobs_pass(occupation, age, text):
     assert fluency_problems(text, {**MAN, "age": age, "occupation": occupation, "hobby": "Chess"}) == []
+
+
+def test_a_role_said_with_known_as_the_or_a_grown_ups_word_for_a_child_fails():
+    counsellor = {**WOMAN, "occupation": "Substance Abuse Counselor", "hobby": "Chess"}
+    said = "a substance abuse counselor who loves chess; she is known as the police officer."
+    assert fluency_problems(said, counsellor)[0].startswith("contradicts the occupation")
+    child = {**MAN, "age": 11, "occupation": "schoolchild", "hobby": "Chess"}
+    grown = "a schoolchild who loves chess. He is a great man."
+    assert fluency_problems(grown, child)[0].startswith("contradicts the age")
+    assert fluency_problems(grown, {**child, "age": 15}) == []
+    engineer = {**MAN, "occupation": "Civil Engineer", "hobby": "Chess"}
+    assert fluency_problems("a civil engineer who loves chess. He is a skilled cameraman.", engineer)
+    assert fluency_problems("a civil engineer who loves chess. He was a cameraman once.", engineer) == []
