@@ -124,9 +124,6 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(offline, tmp_pa
             viewport={"width": 1500, "height": 1000},
         )
         page = browser.new_page()
-        # the first visit's "Join the Dagster community" dialog, whenever it shows: Playwright clicks Skip before
-        # the next click or wait
-        page.add_locator_handler(page.get_by_role("button", name="Skip"), lambda skip: skip.click())
 
         # the CLI's builds are runs of this instance: one per domain, each on its release's partition
         cli_runs = graphql(
@@ -146,10 +143,11 @@ def test_dagster_dev_shows_both_domains_metadata_checks_and_runs(offline, tmp_pa
         # "Materialize all" on the corpus job asks for the release: none picked to start with (no backfill of
         # every release by accident), and nothing about the description shards' partitions
         _page_text(page, "/locations/suber-data/jobs/movies_corpus", base, "Materialize all")
-        page.get_by_role("button", name="Materialize all").click()
-        # the launch dialog: the community dialog may open beside it (both are .bp5-dialog) until the handler
-        # above skips it, and a locator matching both fails Playwright's strict mode
-        dialog = page.locator(".bp5-dialog").filter(has_not_text="Join the Dagster")
+        materialize = page.get_by_role("button", name="Materialize all")
+        # the button shows a spinner while the assets' statuses load, and a click then opens nothing
+        sync_api.expect(materialize.get_by_role("progressbar")).to_have_count(0, timeout=WAIT)
+        materialize.click()
+        dialog = page.locator(".bp5-dialog")
         sync_api.expect(dialog).to_contain_text(re.compile("Are you sure|Partition selection"), timeout=WAIT)
         if "Are you sure" in dialog.inner_text():  # Dagster's warning about parents not materialized (any release)
             assert "user_description_shards" not in dialog.inner_text()

@@ -37,7 +37,8 @@ def dagster_server(command: str, home: Path, env: dict[str, str], timeout: float
     loopback port; yield its base URL once the code location has loaded; stop the whole process group after."""
     port = free_port()
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # no telemetry, and no "Join the Dagster community" dialog over the UI (a browser test's clicks land on the page)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
     exe = Path(sys.executable).with_name(command)
     args = [str(exe), "dev", "--host", "127.0.0.1", "--port", str(port)]
     log = (home / f"{command}-dev.log").open("wb")
