@@ -4,7 +4,7 @@ An MLP head over a flat catalogue has one output (and 64 weights) per item: on 9
 items per taste profile and nothing about the others. Here the logit of item j is ``u(s) · e(f_j)``: ``u`` a
 user-state embedding computed from the user's liked/disliked genres (and the mean features of the items already
 recommended), ``e`` a small MLP shared by all items over the item's features ``f_j`` (genres multi-hot, log
-popularity and vote average when the dataset has them, optionally the item's text embedding). The parameter
+popularity, vote average and mean real rating when the dataset has them, optionally the item's text embedding). The parameter
 count does not grow with the catalogue, and what is learned about one item transfers to every item with
 similar features.
 
@@ -33,10 +33,11 @@ MASKED = -1e8  # the logit of a masked item; finite, so entropies stay finite (s
 
 
 def item_features(ds, embeddings: bool = False) -> np.ndarray:
-    """``(n_items, F)`` float32: genres multi-hot, then log popularity and vote average scaled to [0, 1] when
-    the dataset has them, then the item embedding (unit norm) when present and ``embeddings`` is set (off by
-    default: on the sample the 384 MiniLM dimensions slowed A2C down, and they make checkpoints larger)."""
-    from .policies import item_popularity
+    """``(n_items, F)`` float32: genres multi-hot, then log popularity, vote average and the shrunk mean real
+    rating scaled to [0, 1] when the dataset has them, then the item embedding (unit norm) when present and
+    ``embeddings`` is set (off by default: on the sample the 384 MiniLM dimensions slowed A2C down, and they make
+    checkpoints larger)."""
+    from .policies import item_popularity, mean_rating
 
     cols = [ds.genres.astype(np.float32)]
     pop = np.log1p(item_popularity(ds))
@@ -45,6 +46,13 @@ def item_features(ds, embeddings: bool = False) -> np.ndarray:
     if ds.vote_known.any():  # the vote's range onto [0, 1], whatever its sign; unknown votes at the fill
         low, high = ds.vote_scale.min, ds.vote_scale.max
         cols.append(((ds.vote_filled() - low) / (high - low)).astype(np.float32)[:, None])
+    stats = ds.item_rating_stats()
+    if stats is not None and stats[0].sum() > 0 and ds.source_scale is not None:
+        # what people thought of the item (their history ratings only: the proof's leak check reads the same
+        # statistic): without it a movie's features on a release with no TMDB votes are its genres and its
+        # popularity, and a policy cannot tell a good film from a bad one however well its rewards do
+        low, high = ds.source_scale.min, ds.source_scale.max
+        cols.append(((mean_rating(ds) - low) / (high - low)).astype(np.float32)[:, None])
     if embeddings and ds.item_embeddings is not None:
         cols.append(ds.item_embeddings.astype(np.float32))
     return np.concatenate(cols, axis=1).astype(np.float32)
