@@ -10,7 +10,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-
 from suber_env import load_dataset
 from suber_env.training.item_policy import item_features
 from suber_env.training.policies import mean_rating

@@ -4,9 +4,9 @@ An MLP head over a flat catalogue has one output (and 64 weights) per item: on 9
 items per taste profile and nothing about the others. Here the logit of item j is ``u(s) · e(f_j)``: ``u`` a
 user-state embedding computed from the user's liked/disliked genres (and the mean features of the items already
 recommended), ``e`` a small MLP shared by all items over the item's features ``f_j`` (genres multi-hot, log
-popularity, vote average and mean real rating when the dataset has them, optionally the item's text embedding). The parameter
-count does not grow with the catalogue, and what is learned about one item transfers to every item with
-similar features.
+popularity, vote average and mean real rating when the dataset has them, optionally the item's text embedding).
+The parameter count does not grow with the catalogue, and what is learned about one item transfers to every item
+with similar features.
 
 The taste observation's seen mask is applied to the logits (an item is never recommended twice in an episode,
 as at evaluation); with MaskablePPO the environment's ``action_masks()`` does that instead. Works with SB3's
