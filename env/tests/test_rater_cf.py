@@ -4,6 +4,7 @@ held-out pair."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -200,3 +201,37 @@ def test_the_answer_is_tilted_by_the_label_weights_and_keeps_the_order(real_movi
     readout = rater.distribution(req) @ np.asarray(rater.scale.values)
     order = np.argsort(rater.expected(req), kind="stable")
     assert np.all(np.diff(readout[order]) >= -1e-9)  # the readout keeps the prediction's order
+
+
+def test_pessimism_lowers_rarely_rated_items_most_and_counts_history_only(real_movies_dir):
+    ds = load_dataset(real_movies_dir)
+    plain, wary = make_rater("cf", ds), make_rater("cf", ds, pessimism=1.0)
+    assert wary.settings["pessimism"] == 1.0 and plain.settings["pessimism"] == 0.0
+    items = np.arange(ds.n_items)
+    req = _history_requests(ds, np.zeros(ds.n_items, np.int64), items)
+    drop = plain.expected(req) - wary.expected(req)
+    counts = np.bincount(ds.history_items, minlength=ds.n_items)
+    assert np.allclose(drop, plain.sd / np.sqrt(1 + counts))  # one spread at n = 0, less with every rating
+    rare, common = counts.argmin(), counts.argmax()
+    assert counts[common] > counts[rare] and drop[rare] > drop[common] > 0
+    # the whole answer moves down with it: a lower expected rating under the distribution too
+    values = np.asarray(plain.scale.values)
+    assert (wary.distribution(req) @ values < plain.distribution(req) @ values).all()
+    # the held-out ratings are not among the counts (the Dataset never loads them; held_out reads them apart)
+    _, held_items, _ = held_out(ds)
+    with_held = counts + np.bincount(held_items, minlength=ds.n_items)
+    assert not np.allclose(drop, plain.sd / np.sqrt(1 + with_held))
+    with pytest.raises(ValueError, match="pessimism=-1"):
+        make_rater("cf", ds, pessimism=-1)
+
+
+def test_train_with_pessimism_runs_and_refuses_where_it_means_nothing(real_movies_dir, tmp_path):
+    run = ["train", str(real_movies_dir), "--steps", "64", "--num-envs", "4", "--obs", "suber", "--out"]
+    ok = CliRunner().invoke(app, [*run, str(tmp_path / "runs"), "--rater", "cf", "--pessimism", "1"])
+    assert ok.exit_code == 0, ok.output
+    assert (tmp_path / "runs" / "ppo" / "seed0" / "final.zip").exists()
+    for bad, why in ((["--rater", "oracle", "--pessimism", "1"], "cf and hybrid raters"),
+                     (["--rater", "cf", "--pessimism", "-1"], "give 0 .none. or a positive number")):  # fmt: skip
+        got = CliRunner().invoke(app, [*run, str(tmp_path / "no"), *bad])
+        assert got.exit_code == 1 and re.search(why, got.output), got.output
+    assert not (tmp_path / "no").exists()

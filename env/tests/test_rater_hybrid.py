@@ -121,6 +121,18 @@ def test_the_hybrid_rates_on_the_scale_and_refuses_a_held_out_pair(embedded_dir)
         HybridRater(leaky)
 
 
+def test_the_hybrid_takes_the_same_pessimism_as_cf(embedded_dir):
+    from suber_env import Requests
+
+    ds = load_dataset(embedded_dir)
+    plain, wary = make_rater("hybrid", ds), make_rater("hybrid", ds, pessimism=2.0)
+    n = ds.n_items
+    req = Requests(np.zeros(n, np.int64), np.arange(n), np.full((n, 0), -1), np.zeros((n, 0)), np.zeros(n, np.int64))
+    counts = np.bincount(ds.history_items, minlength=n)
+    assert np.allclose(plain.expected(req) - wary.expected(req), 2.0 * plain.sd / np.sqrt(1 + counts))
+    assert wary.settings["pessimism"] == 2.0
+
+
 def test_the_hybrid_needs_item_embeddings(real_movies_dir):
     with pytest.raises(DatasetError, match=r"item_embeddings.parquet: the hybrid rater reads the items' text"):
         make_rater("hybrid", load_dataset(real_movies_dir))

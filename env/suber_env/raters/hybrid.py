@@ -128,6 +128,7 @@ class HybridRater(PredictionRater):
         validation: float = 0.1,
         text_rank: int = 16,
         seed: int = 0,
+        pessimism: float = 0.0,
     ):
         self._open(ds, scale, "the hybrid rater")
         if ds.item_embeddings is None:
@@ -139,7 +140,8 @@ class HybridRater(PredictionRater):
         cf, self.model = _fitted(ds, self.scale, validation, hp, text_rank)
         self.sd = self.model.rmse if np.isfinite(self.model.rmse) else 1.0
         self.label_weights = cf.label_weights  # the cf fit's, found on the same cut
-        self.settings = {**cf.hp, "chosen_on_cut": cf.chosen, "validation": validation,
+        self._pessimism(pessimism)  # as cf's (cf.py)
+        self.settings = {**cf.hp, "chosen_on_cut": cf.chosen, "validation": validation, "pessimism": pessimism,
                          "text_rank": text_rank, "sd": self.sd, "label_weights": self.label_weights.tolist(),
                          "cf_validation_rmse": self.model.cf_rmse, "penalty": self.model.penalty,
                          "corrected": self.model.weights is not None, "library": "cornac MF + numpy ridge"}  # fmt: skip

@@ -74,12 +74,22 @@ def train_cmd(
     chooser: str = typer.Option(
         "oracle", help="--env pages: who picks from the pages (oracle, exposure, transformers)."
     ),
+    pessimism: float = typer.Option(
+        0.0,
+        help="--rater cf or hybrid: lower each reward by this many rating spreads / sqrt(1 + the item's history "
+        "ratings), so that the policy is not drawn to rarely rated items the model overrates (0: none).",
+    ),
 ) -> None:
     """Train recommenders with Stable-Baselines3 (default) or Ray RLlib on the environment."""
     from .trainer import ALGOS, TrainConfig, train
 
     if env not in ("items", "pages"):
         raise _fail(f"--env {env!r} is not one of items, pages")
+    if pessimism < 0:
+        raise _fail(f"--pessimism {pessimism}: give 0 (none) or a positive number, for example 1")
+    if pessimism and (rater not in ("cf", "hybrid") or engine != "sb3" or env != "items"):
+        raise _fail(f"--pessimism {pessimism} lowers the cf and hybrid raters' rewards in the item env (--engine sb3)")
+    rater_kwargs = {"pessimism": pessimism} if pessimism else {}
     if engine == "rllib":
         pages = {"chooser": chooser, "env_options": {"page_size": page_size}} if env == "pages" else None
         return _train_rllib(
@@ -96,7 +106,10 @@ def train_cmd(
     for a in algo:
         for s in range(seeds):
             t = time.perf_counter()
-            cfg = TrainConfig(algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, obs=obs, policy=policy)
+            cfg = TrainConfig(
+                algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, rater_kwargs=rater_kwargs, obs=obs,
+                policy=policy,
+            )  # fmt: skip
             typer.echo(f"{a} seed {s}: training for {steps} steps ({num_envs} envs, --obs {obs})")
             model = train(ds, cfg, out, resume=resume, progress=typer.echo)
             ran = model.num_timesteps - (0 if resume is None else model._num_timesteps_at_start)
