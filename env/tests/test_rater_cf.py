@@ -228,7 +228,7 @@ def test_pessimism_lowers_rarely_rated_items_most_and_counts_history_only(real_m
 def test_train_with_pessimism_runs_and_refuses_where_it_means_nothing(real_movies_dir, tmp_path):
     run = ["train", str(real_movies_dir), "--steps", "64", "--num-envs", "4", "--obs", "suber", "--out"]
     ok = CliRunner().invoke(app, [*run, str(tmp_path / "runs"), "--rater", "cf", "--pessimism", "1"])
-    assert ok.exit_code == 0, ok.output
+    assert ok.exit_code == 0 and "--pessimism 1)" in ok.output, ok.output
     assert (tmp_path / "runs" / "ppo" / "seed0" / "final.zip").exists()
     for bad, why in ((["--rater", "oracle", "--pessimism", "1"], "cf and hybrid raters"),
                      (["--rater", "cf", "--pessimism", "-1"], "give 0 .none. or a positive number")):  # fmt: skip

@@ -110,7 +110,8 @@ def train_cmd(
                 algo=a, steps=steps, seed=s, num_envs=num_envs, rater=rater, rater_kwargs=rater_kwargs, obs=obs,
                 policy=policy,
             )  # fmt: skip
-            typer.echo(f"{a} seed {s}: training for {steps} steps ({num_envs} envs, --obs {obs})")
+            wary = f", --pessimism {pessimism:g}" if pessimism else ""
+            typer.echo(f"{a} seed {s}: training for {steps} steps ({num_envs} envs, --obs {obs}{wary})")
             model = train(ds, cfg, out, resume=resume, progress=typer.echo)
             ran = model.num_timesteps - (0 if resume is None else model._num_timesteps_at_start)
             note = "" if ran == steps else f" (asked {steps}; whole rollouts of {num_envs} envs)"
