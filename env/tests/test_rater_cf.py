@@ -136,7 +136,7 @@ def test_calibration_recovers_planted_weights_of_the_parts():
 def test_cf_rater_keeps_its_weights_in_its_settings(real_movies_dir):
     rater = CFRater(load_dataset(real_movies_dir))
     weights = rater.settings["weights"]
-    assert len(weights) == 3 and all(np.isfinite(weights))
+    assert len(weights) == 4 and all(np.isfinite(weights))  # user, item offsets, dot product, neighbourhood
     assert tuple(weights) == rater.model.weights  # the refitted model answers with the weights found on the cut
     assert rater.sd == rater.validation_rmse <= rater.settings["uncalibrated_rmse"] + 1e-12
 

@@ -3,18 +3,19 @@ has to beat.
 
 A biased matrix factorisation (cornac's ``MF``: global mean + user and item offsets + a dot product of latent
 factors, trained by SGD in its compiled backend) is fitted on the history part of user_ratings.parquet only, on
-the rater's scale. A first fit on all but a validation cut of each user's history (their latest ratings) is
-scored on that cut, and its three parts are re-weighted there: one weight each for the user offsets, the item
-offsets and the dot product, a ridge towards 1 whose penalty a cross-validation over people picks (none, and the
-weights stay 1, when no penalty lowers the cut's error). The SGD fit shrinks people's offsets and overfits its
-factors; the weights undo some of both, and with them people differ as much as they do (the spread of their mean
-ratings). The same cut picks MF's rank, epochs and regularisation from a small grid (``GRID``; a value given by
-the caller is kept): the setting whose re-weighted fit errs least there. The spread of the answer is the cut's
-cross-validated error. The rater then refits on the whole history and answers, per (user, item), a normal around
-the re-weighted prediction with that spread, discretised onto the scale's labels (the ends take the tails), each
-label's probability then multiplied by a weight of that label and renormalised: the weights under which the cut's
-ratings are likeliest (``fit_label_weights``), since a normal misses how people use a scale (many 1s on Coat,
-whole stars more than half stars on MovieLens). Before any fit, every training pair is checked against the
+the rater's scale, beside an item neighbourhood (``neighbours.py``: how the person rated the items most like this
+one, which a low-rank product smooths away). A first fit on all but a validation cut of each user's history (their
+latest ratings) is scored on that cut, and its four parts are weighted there: one weight each for the user offsets,
+the item offsets, the dot product and the neighbourhood, a ridge towards 1, 1, 1 and 0 whose penalty a
+cross-validation over people picks (none, and the weights stay there, when no penalty lowers the cut's error). The
+SGD fit shrinks people's offsets and overfits its factors; the weights undo some of both, and with them people
+differ as much as they do (the spread of their mean ratings). The same cut picks MF's rank, epochs and
+regularisation from a small grid (``GRID``; a value given by the caller is kept): the setting whose weighted fit
+errs least there. The spread of the answer is the cut's cross-validated error. The rater then refits both parts on
+the whole history and answers, per (user, item), a normal around the weighted prediction with that spread,
+discretised onto the scale's labels (the ends take the tails), each label's probability then multiplied by a weight
+of that label and renormalised: the weights under which the cut's ratings are likeliest (``fit_label_weights``),
+since a normal misses how people use a scale (many 1s on Coat, whole stars more than half stars on MovieLens). Before any fit, every training pair is checked against the
 held-out pairs of user_ratings.parquet: a held-out pair in what it fits on is refused.
 
 ``pessimism`` (0 by default: the rater as measured by the proof) lowers each answer by ``pessimism x sd /
@@ -33,6 +34,7 @@ import numpy as np
 from ..dataset import DatasetError
 from ..scales import Scale, get_scale, source_to_rater
 from .base import Rater, Requests
+from .neighbours import SHRINK, ItemNeighbours, K, item_neighbours
 
 PENALTIES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 # MF's settings the validation cut chooses among, where the caller leaves one as None; the first of each where
@@ -51,12 +53,20 @@ class CFModel:
     item_bias: np.ndarray
     user_factors: np.ndarray
     item_factors: np.ndarray
-    weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    weights: tuple[float, ...] = (1.0, 1.0, 1.0)
+    neighbours: ItemNeighbours | None = None  # a fourth part, its weight the fourth (``with_neighbours``)
 
     def parts(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-        """(n, 3): each pair's user offset, item offset and dot product, unweighted."""
+        """(n, 3 or 4): each pair's user offset, item offset, dot product and item-neighbourhood residual,
+        unweighted."""
         dot = np.einsum("nr,nr->n", self.user_factors[users], self.item_factors[items])
-        return np.stack([self.user_bias[users], self.item_bias[items], dot], axis=1)
+        columns = [self.user_bias[users], self.item_bias[items], dot]
+        if self.neighbours is not None:
+            columns.append(self.neighbours.predict(users, items))
+        return np.stack(columns, axis=1)
+
+    def with_neighbours(self, neighbours: ItemNeighbours, weight: float = 0.0) -> CFModel:
+        return replace(self, neighbours=neighbours, weights=(*self.weights[:3], weight))
 
     def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         return self.mu + self.parts(users, items) @ np.asarray(self.weights)
@@ -91,13 +101,14 @@ def fit_correction(x: np.ndarray, residual: np.ndarray, groups: np.ndarray, fold
 
 
 def calibrate(first: CFModel, users: np.ndarray, items: np.ndarray, ratings: np.ndarray, n_users: int, seed: int):
-    """(weights of CF's three parts, the cut's cross-validated RMSE with them): ``first``'s errors on the cut
-    ``(users, items, ratings)`` regressed on its parts (a ridge on the weights' change from 1), folds of people."""
+    """(weights of CF's parts, the cut's cross-validated RMSE with them): ``first``'s errors on the cut
+    ``(users, items, ratings)`` regressed on its parts (a ridge on the weights' change from ``first.weights``: 1
+    for the factorisation's three, 0 for the neighbourhood), folds of people."""
     parts = first.parts(users, items)
-    residual = ratings - first.predict(users, items)
+    residual = ratings - first.mu - parts @ np.asarray(first.weights)
     person_fold = np.random.default_rng(seed).permutation(n_users)
     change, rmse, _ = fit_correction(parts, residual, person_fold[users])
-    weights = (1.0, 1.0, 1.0) if change is None else tuple(float(w) for w in 1.0 + change)
+    weights = first.weights if change is None else tuple(float(w) for w in np.asarray(first.weights) + change)
     return weights, rmse
 
 
@@ -264,7 +275,8 @@ class CFRater(PredictionRater):
         self.settings = {**fit.hp, "chosen_on_cut": fit.chosen, "validation": validation, "pessimism": pessimism,
                          "sd": self.sd, "label_weights": self.label_weights.tolist(),
                          "weights": list(fit.model.weights), "uncalibrated_rmse": fit.raw_rmse,
-                         "library": "cornac MF"}  # fmt: skip
+                         "neighbours": {"k": K, "shrink": SHRINK},
+                         "library": "cornac MF + item neighbourhood (scipy)"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -297,29 +309,41 @@ def fitted_cf(ds, scale: Scale, validation: float, hp: dict, feature: str = "the
     if key not in _FITS:
         refuse_held_out(ds, users, items, f"{feature}'s fit")
         val = validation_cut(users, cut_order(ds, users, position, hp["seed"]), validation)
-        options = [[hp[k]] if hp.get(k) is not None else list(GRID[k]) for k in GRID]
-        if val.sum() <= 1:  # no cut to choose on or to re-weight by
-            options = [o[:1] for o in options]
-        best = None
-        for chosen in itertools.product(*options):
-            trial = {**hp, **dict(zip(GRID, chosen, strict=True))}
-            first = fit_mf(users[~val], items[~val], ratings[~val], ds.n_users, ds.n_items, **trial)
-            err = first.predict(users[val], items[val]) - ratings[val]
-            raw = rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
-            weights = (1.0, 1.0, 1.0)
-            if val.sum() > 1:
-                weights, rmse = calibrate(first, users[val], items[val], ratings[val], ds.n_users, hp["seed"])
-            if best is None or rmse < best[0]:
-                best = (rmse, raw, trial, replace(first, weights=weights))
-        rmse, raw, trial, first = best
-        values = np.asarray(scale.values, np.float64)
-        label_weights = np.ones(len(values))
-        if val.sum() > 1:  # the cut's ratings under the normal answer, on the scale's labels
-            labels = np.abs(ratings[val, None] - values[None, :]).argmin(axis=1)
-            label_weights = fit_label_weights(discretised_normal(first.predict(users[val], items[val]), rmse, values),
-                                              labels)  # fmt: skip
-        model = fit_mf(users, items, ratings, ds.n_users, ds.n_items, **trial)
+        fit = fit_cf(users, items, ratings, val, ds.n_users, ds.n_items, scale, hp)
         _FITS.clear()  # one dataset at a time: the memory of one model
-        chosen = [k for k in GRID if hp.get(k) is None]
-        _FITS[key] = CFFit(first, replace(model, weights=first.weights), rmse, val, raw, trial, chosen, label_weights)
+        _FITS[key] = fit
     return _FITS[key]
+
+
+def fit_cf(users, items, ratings, val: np.ndarray, n_users: int, n_items: int, scale: Scale, hp: dict) -> CFFit:
+    """The cf fit of the triples (ratings on ``scale``), ``val`` marking the validation cut; see the module's
+    docstring. Settings in ``hp`` left as None are chosen on the cut from ``GRID``."""
+    cut = val.sum() > 1  # else no cut to choose settings on or to weigh the parts by, and no neighbourhood
+    options = [[hp[k]] if hp.get(k) is not None else list(GRID[k]) for k in GRID]
+    if not cut:
+        options = [o[:1] for o in options]
+    before = item_neighbours(users[~val], items[~val], ratings[~val], n_users, n_items) if cut else None
+    best = None
+    for chosen in itertools.product(*options):
+        trial = {**hp, **dict(zip(GRID, chosen, strict=True))}
+        first = fit_mf(users[~val], items[~val], ratings[~val], n_users, n_items, **trial)
+        err = first.predict(users[val], items[val]) - ratings[val]
+        raw = rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
+        if cut:  # the neighbourhood enters at weight 0 and the cut weighs all four parts
+            first = first.with_neighbours(before)
+            weights, rmse = calibrate(first, users[val], items[val], ratings[val], n_users, hp["seed"])
+            first = replace(first, weights=weights)
+        if best is None or rmse < best[0]:
+            best = (rmse, raw, trial, first)
+    rmse, raw, trial, first = best
+    values = np.asarray(scale.values, np.float64)
+    label_weights = np.ones(len(values))
+    if cut:  # the cut's ratings under the normal answer, on the scale's labels
+        labels = np.abs(ratings[val, None] - values[None, :]).argmin(axis=1)
+        label_weights = fit_label_weights(discretised_normal(first.predict(users[val], items[val]), rmse, values),
+                                          labels)  # fmt: skip
+    model = fit_mf(users, items, ratings, n_users, n_items, **trial)
+    if cut:
+        model = model.with_neighbours(item_neighbours(users, items, ratings, n_users, n_items))
+    chosen = [k for k in GRID if hp.get(k) is None]
+    return CFFit(first, replace(model, weights=first.weights), rmse, val, raw, trial, chosen, label_weights)
