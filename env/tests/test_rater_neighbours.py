@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from suber_env import load_dataset
 from suber_env.raters.cf import CFRater, calibrate, fit_cf, validation_cut
-from suber_env.raters.neighbours import BASELINE_REG, K, SHRINK, item_neighbours
+from suber_env.raters.neighbours import BASELINE_REG, SHRINK, K, item_neighbours
 from suber_env.scales import get_scale
 
 pytest.importorskip("cornac")

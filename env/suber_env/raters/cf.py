@@ -15,8 +15,9 @@ errs least there. The spread of the answer is the cut's cross-validated error. T
 the whole history and answers, per (user, item), a normal around the weighted prediction with that spread,
 discretised onto the scale's labels (the ends take the tails), each label's probability then multiplied by a weight
 of that label and renormalised: the weights under which the cut's ratings are likeliest (``fit_label_weights``),
-since a normal misses how people use a scale (many 1s on Coat, whole stars more than half stars on MovieLens). Before any fit, every training pair is checked against the
-held-out pairs of user_ratings.parquet: a held-out pair in what it fits on is refused.
+since a normal misses how people use a scale (many 1s on Coat, whole stars more than half stars on MovieLens).
+Before any fit, every training pair is checked against the held-out pairs of user_ratings.parquet: a held-out pair
+in what it fits on is refused.
 
 ``pessimism`` (0 by default: the rater as measured by the proof) lowers each answer by ``pessimism x sd /
 sqrt(1 + n)``, n the item's history ratings: a training reward that trusts the model less where it has seen less,
