@@ -101,11 +101,13 @@ def fit_correction(x: np.ndarray, residual: np.ndarray, groups: np.ndarray, fold
     return _ridge(gram, moment, best_penalty), best_rmse, best_penalty
 
 
-def calibrate(first: CFModel, users: np.ndarray, items: np.ndarray, ratings: np.ndarray, n_users: int, seed: int):
+def calibrate(first: CFModel, users: np.ndarray, items: np.ndarray, ratings: np.ndarray, n_users: int, seed: int,
+              parts: np.ndarray | None = None):  # fmt: skip
     """(weights of CF's parts, the cut's cross-validated RMSE with them): ``first``'s errors on the cut
     ``(users, items, ratings)`` regressed on its parts (a ridge on the weights' change from ``first.weights``: 1
-    for the factorisation's three, 0 for the neighbourhood), folds of people."""
-    parts = first.parts(users, items)
+    for the factorisation's three, 0 for the neighbourhood), folds of people. ``parts``: ``first.parts`` of the
+    cut, where the caller has them."""
+    parts = first.parts(users, items) if parts is None else parts
     residual = ratings - first.mu - parts @ np.asarray(first.weights)
     person_fold = np.random.default_rng(seed).permutation(n_users)
     change, rmse, _ = fit_correction(parts, residual, person_fold[users])
@@ -323,7 +325,9 @@ def fit_cf(users, items, ratings, val: np.ndarray, n_users: int, n_items: int, s
     options = [[hp[k]] if hp.get(k) is not None else list(GRID[k]) for k in GRID]
     if not cut:
         options = [o[:1] for o in options]
-    before = item_neighbours(users[~val], items[~val], ratings[~val], n_users, n_items) if cut else None
+    if cut:  # the neighbourhood of the history without the cut, and its answers there (the same for every trial)
+        before = item_neighbours(users[~val], items[~val], ratings[~val], n_users, n_items)
+        before_on_cut = before.predict(users[val], items[val])
     best = None
     for chosen in itertools.product(*options):
         trial = {**hp, **dict(zip(GRID, chosen, strict=True))}
@@ -331,8 +335,9 @@ def fit_cf(users, items, ratings, val: np.ndarray, n_users: int, n_items: int, s
         err = first.predict(users[val], items[val]) - ratings[val]
         raw = rmse = float(np.sqrt(np.mean(err**2))) if val.any() else float("nan")
         if cut:  # the neighbourhood enters at weight 0 and the cut weighs all four parts
+            parts = np.column_stack([first.parts(users[val], items[val]), before_on_cut])
             first = first.with_neighbours(before)
-            weights, rmse = calibrate(first, users[val], items[val], ratings[val], n_users, hp["seed"])
+            weights, rmse = calibrate(first, users[val], items[val], ratings[val], n_users, hp["seed"], parts)
             first = replace(first, weights=weights)
         if best is None or rmse < best[0]:
             best = (rmse, raw, trial, first)
